@@ -1,0 +1,9 @@
+//! strait control plane: MM2 configuration, the admin client, replication policies and filters,
+//! topic management, offset translation, heartbeats, progress, the REST API and metrics.
+#![forbid(unsafe_code)]
+
+pub mod cluster;
+pub mod config;
+pub mod filter;
+pub mod offsets;
+pub mod policy;

@@ -1,0 +1,1 @@
+//! Helpers for integration tests against the real Kafka test bed.
