@@ -48,7 +48,10 @@ impl SecurityProtocol {
     }
 
     pub fn uses_sasl(self) -> bool {
-        matches!(self, SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl)
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
     }
 
     /// Parses Kafka's names (case-insensitive, as the Java client accepts them).
@@ -139,7 +142,10 @@ pub enum KeyStore {
     /// PKCS#8 private key and the certificate chain, leaf first.
     PemFile(PathBuf),
     /// `ssl.keystore.type=PEM` with inline `ssl.keystore.key` and `ssl.keystore.certificate.chain`.
-    PemInline { key: Secret, certificate_chain: String },
+    PemInline {
+        key: Secret,
+        certificate_chain: String,
+    },
     /// `ssl.keystore.type=PKCS12`.
     Pkcs12 {
         path: PathBuf,
@@ -231,7 +237,10 @@ mod tests {
         ] {
             assert_eq!(SecurityProtocol::parse(p.name()), Some(p));
         }
-        assert_eq!(SecurityProtocol::parse("sasl_ssl"), Some(SecurityProtocol::SaslSsl));
+        assert_eq!(
+            SecurityProtocol::parse("sasl_ssl"),
+            Some(SecurityProtocol::SaslSsl)
+        );
         assert_eq!(SecurityProtocol::parse("TLS"), None);
     }
 }
