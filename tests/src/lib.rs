@@ -1,1 +1,222 @@
-//! Helpers for integration tests against the real Kafka test bed.
+//! Helpers for integration tests against the real Apache Kafka test bed (`scripts/testbed`).
+//!
+//! Tests never skip: if the test bed is not running, they fail with a message saying how to
+//! start it. `scripts/test.sh` starts it and exports `STRAIT_TESTBED_DIR`.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use strait_dataplane::io::{ConnSetup, IoBackend};
+use strait_dataplane::wire::{
+    ConnConfig, SaslConfig, SaslMechanism, Secret, SecurityProtocol, TlsConfig, TrustStore,
+};
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the repository root")
+        .to_path_buf()
+}
+
+/// Facts about the running test bed, read from `$STRAIT_TESTBED_DIR/testbed.env`.
+#[derive(Debug, Clone)]
+pub struct Testbed {
+    vars: HashMap<String, String>,
+}
+
+impl Testbed {
+    /// The running test bed. Panics (the test fails) when it is not up.
+    pub fn get() -> &'static Testbed {
+        static TB: OnceLock<Testbed> = OnceLock::new();
+        TB.get_or_init(|| {
+            let dir = std::env::var_os("STRAIT_TESTBED_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| repo_root().join(".testbed"));
+            let env_file = dir.join("testbed.env");
+            let text = std::fs::read_to_string(&env_file).unwrap_or_else(|e| {
+                panic!(
+                    "the Kafka test bed is not set up ({}: {e}); run `scripts/testbed up` or `scripts/test.sh`",
+                    env_file.display()
+                )
+            });
+            let vars = parse_env(&text);
+            let tb = Testbed { vars };
+            for addr in [tb.source(), tb.target()] {
+                if std::net::TcpStream::connect(addr).is_err() {
+                    panic!("the Kafka test bed is not running ({addr} refuses connections); run `scripts/testbed up`");
+                }
+            }
+            tb
+        })
+    }
+
+    pub fn var(&self, name: &str) -> &str {
+        self.vars
+            .get(name)
+            .unwrap_or_else(|| panic!("testbed.env has no {name}"))
+    }
+
+    /// Source cluster, PLAINTEXT.
+    pub fn source(&self) -> &str {
+        self.var("STRAIT_SOURCE_BOOTSTRAP")
+    }
+    /// Target cluster, PLAINTEXT.
+    pub fn target(&self) -> &str {
+        self.var("STRAIT_TARGET_BOOTSTRAP")
+    }
+    pub fn source_sasl_ssl(&self) -> &str {
+        self.var("STRAIT_SOURCE_SASL_SSL_BOOTSTRAP")
+    }
+    pub fn target_sasl_ssl(&self) -> &str {
+        self.var("STRAIT_TARGET_SASL_SSL_BOOTSTRAP")
+    }
+    pub fn ca_pem(&self) -> PathBuf {
+        PathBuf::from(self.var("STRAIT_TLS_CA_PEM"))
+    }
+    pub fn other_ca_pem(&self) -> PathBuf {
+        PathBuf::from(self.var("STRAIT_TLS_OTHER_CA_PEM"))
+    }
+    pub fn user(&self) -> &str {
+        self.var("STRAIT_SASL_USER")
+    }
+    pub fn password(&self) -> &str {
+        self.var("STRAIT_SASL_PASSWORD")
+    }
+
+    /// Connection settings for the PLAINTEXT listener.
+    pub fn plaintext(&self) -> ConnConfig {
+        ConnConfig {
+            client_id: "strait-test".into(),
+            ..ConnConfig::default()
+        }
+    }
+
+    /// Connection settings for the SASL_SSL listener with `mechanism`, trusting the test CA.
+    pub fn sasl_ssl(&self, mechanism: SaslMechanism) -> ConnConfig {
+        ConnConfig {
+            client_id: "strait-test".into(),
+            security_protocol: SecurityProtocol::SaslSsl,
+            tls: Some(TlsConfig {
+                truststore: TrustStore::PemFile(self.ca_pem()),
+                keystore: None,
+                verify_hostname: true,
+            }),
+            sasl: Some(SaslConfig {
+                mechanism,
+                username: self.user().to_string(),
+                password: Secret::new(self.password()),
+            }),
+            ..ConnConfig::default()
+        }
+    }
+
+    /// Properties for a Java client on the SASL_SSL listener (a `--command-config` file body).
+    pub fn java_sasl_ssl_props(&self, mechanism: SaslMechanism) -> String {
+        let module = match mechanism {
+            SaslMechanism::Plain => "org.apache.kafka.common.security.plain.PlainLoginModule",
+            _ => "org.apache.kafka.common.security.scram.ScramLoginModule",
+        };
+        format!(
+            "security.protocol=SASL_SSL\nsasl.mechanism={}\nsasl.jaas.config={module} required username=\"{}\" password=\"{}\";\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
+            mechanism.name(),
+            self.user(),
+            self.password(),
+            self.ca_pem().display()
+        )
+    }
+}
+
+fn parse_env(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            let v = v.trim_matches('\'').trim_matches('"').replace("\\ ", " ");
+            (k.to_string(), v)
+        })
+        .collect()
+}
+
+/// The backends the current machine can run. io_uring must be available on the CI machine;
+/// if it is not, the test fails rather than silently testing only epoll.
+pub fn backends() -> [IoBackend; 2] {
+    if let Err(why) = strait_dataplane::io::runtime::probe_uring() {
+        panic!("io_uring is unavailable here, so the uring driver cannot be tested: {why}");
+    }
+    [IoBackend::Uring, IoBackend::Epoll]
+}
+
+/// Runs `body` once on each IO backend, each on a fresh runtime.
+pub fn on_each_backend<F, Fut>(body: F)
+where
+    F: Fn(IoBackend) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for backend in backends() {
+        eprintln!("--- backend {}", backend.name());
+        strait_dataplane::io::block_on(backend, body(backend)).expect("runtime starts");
+    }
+}
+
+/// A ConnSetup for `config` on `backend`; panics on invalid TLS material (a test bug).
+pub fn setup(config: ConnConfig, backend: IoBackend) -> ConnSetup {
+    ConnSetup::new(config, backend).expect("valid connection settings")
+}
+
+/// A topic name no other test uses.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
+
+/// Runs one of Kafka's CLI tools through `scripts/kafka-tool`, feeding `stdin`.
+pub fn kafka_tool(name: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new(repo_root().join("scripts/kafka-tool"));
+    cmd.arg(name)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run scripts/kafka-tool {name}: {e}"));
+    if let Some(data) = stdin {
+        let mut si = child.stdin.take().expect("piped stdin");
+        si.write_all(data).expect("write to tool stdin");
+    }
+    child.wait_with_output().expect("tool runs")
+}
+
+/// Like [`kafka_tool`] but panics with the tool's stderr when it fails.
+pub fn kafka_tool_ok(name: &str, args: &[&str], stdin: Option<&[u8]>) -> String {
+    let out = kafka_tool(name, args, stdin);
+    if !out.status.success() {
+        panic!(
+            "{name} {args:?} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Writes `text` to a fresh temporary file and returns its path (kept until process exit).
+pub fn temp_file(text: &str) -> PathBuf {
+    let f = tempfile::Builder::new()
+        .prefix("strait-test-")
+        .tempfile()
+        .expect("temp file");
+    std::fs::write(f.path(), text).expect("write temp file");
+    let (_, path) = f.keep().expect("keep temp file");
+    path
+}

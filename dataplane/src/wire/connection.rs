@@ -454,6 +454,13 @@ impl Connection {
             let frame = match self.decoder.next_frame() {
                 Ok(Some(f)) => f,
                 Ok(None) => return Ok(()),
+                Err(_) if self.tls.is_none() && self.looks_like_tls() => {
+                    return Err(WireError::Protocol {
+                        broker: self.broker.clone(),
+                        api: "ApiVersions",
+                        message: "the broker answered with TLS: this is a TLS listener, so security.protocol must be SSL or SASL_SSL".to_string(),
+                    });
+                }
                 Err(e) => {
                     return Err(WireError::Protocol {
                         broker: self.broker.clone(),
@@ -476,6 +483,13 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// A TLS record header (alert or handshake, version 3.x) where a frame size should be: a
+    /// plaintext client talking to a TLS listener.
+    fn looks_like_tls(&mut self) -> bool {
+        let b = self.decoder.buffer_mut();
+        b.len() >= 3 && matches!(b[0], 0x15 | 0x16) && b[1] == 0x03 && b[2] <= 0x04
     }
 
     fn match_response(&mut self, mut frame: Bytes) -> Result<Response, WireError> {

@@ -1,0 +1,218 @@
+//! Errors of the admin client. Every error names the cluster, and where they apply the broker,
+//! the API, the topic and partition, or the group.
+
+use std::fmt;
+
+use kafka_protocol::ResponseError;
+use strait_dataplane::wire::WireError;
+
+/// Where in the cluster an error happened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Context {
+    pub cluster: String,
+    pub broker: Option<String>,
+    pub api: &'static str,
+    pub topic: Option<String>,
+    pub partition: Option<i32>,
+    pub group: Option<String>,
+}
+
+impl Context {
+    pub fn new(cluster: &str, api: &'static str) -> Self {
+        Context {
+            cluster: cluster.to_string(),
+            api,
+            ..Context::default()
+        }
+    }
+
+    pub fn broker(mut self, b: &str) -> Self {
+        self.broker = Some(b.to_string());
+        self
+    }
+
+    pub fn topic(mut self, t: &str) -> Self {
+        self.topic = Some(t.to_string());
+        self
+    }
+
+    pub fn partition(mut self, p: i32) -> Self {
+        self.partition = Some(p);
+        self
+    }
+
+    pub fn group(mut self, g: &str) -> Self {
+        self.group = Some(g.to_string());
+        self
+    }
+}
+
+impl fmt::Display for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on cluster {}", self.api, self.cluster)?;
+        if let Some(b) = &self.broker {
+            write!(f, " (broker {b})")?;
+        }
+        match (&self.topic, self.partition) {
+            (Some(t), Some(p)) => write!(f, " for {t}-{p}")?,
+            (Some(t), None) => write!(f, " for topic {t}")?,
+            _ => {}
+        }
+        if let Some(g) = &self.group {
+            write!(f, " for group {g}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The connection failed (the wire error names the broker).
+    #[error("{context}: {source}")]
+    Wire {
+        context: Box<Context>,
+        #[source]
+        source: WireError,
+    },
+    /// The broker answered with a Kafka error code.
+    #[error("{context}: {error}{}", message.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Kafka {
+        context: Box<Context>,
+        error: ResponseError,
+        message: Option<String>,
+    },
+    /// No broker of the cluster could be reached.
+    #[error("cluster {cluster} is unreachable; tried {}", tried.iter().map(|(a, e)| format!("{a} ({e})")).collect::<Vec<_>>().join(", "))]
+    Unreachable {
+        cluster: String,
+        tried: Vec<(String, String)>,
+    },
+    /// Metadata does not know the topic or partition.
+    #[error("{context}: unknown topic or partition")]
+    UnknownTopicOrPartition { context: Box<Context> },
+    /// A partition has no leader right now.
+    #[error("{context}: no leader")]
+    NoLeader { context: Box<Context> },
+    /// A retriable error persisted through every attempt.
+    #[error("{context}: gave up after {attempts} attempts: {last}")]
+    RetriesExhausted {
+        context: Box<Context>,
+        attempts: u32,
+        last: Box<ClusterError>,
+    },
+    /// The broker's answer did not make sense.
+    #[error("{context}: {message}")]
+    Invalid {
+        context: Box<Context>,
+        message: String,
+    },
+}
+
+impl ClusterError {
+    pub fn kafka(context: Context, code: i16, message: Option<String>) -> Option<ClusterError> {
+        ResponseError::try_from_code(code).map(|error| ClusterError::Kafka {
+            context: Box::new(context),
+            error,
+            message,
+        })
+    }
+
+    pub fn wire(context: Context, source: WireError) -> ClusterError {
+        let context = match context.broker {
+            Some(_) => context,
+            None => context.broker(source.broker()),
+        };
+        ClusterError::Wire {
+            context: Box::new(context),
+            source,
+        }
+    }
+
+    /// Whether trying again (after a metadata refresh) may succeed.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            ClusterError::Wire { source, .. } => source.is_retriable(),
+            ClusterError::Kafka { error, .. } => error.is_retriable() || is_routing_error(*error),
+            ClusterError::Unreachable { .. } | ClusterError::NoLeader { .. } => true,
+            ClusterError::UnknownTopicOrPartition { .. } => true,
+            ClusterError::RetriesExhausted { .. } | ClusterError::Invalid { .. } => false,
+        }
+    }
+
+    /// The Kafka error code, if this is a broker-reported error.
+    pub fn kafka_error(&self) -> Option<ResponseError> {
+        match self {
+            ClusterError::Kafka { error, .. } => Some(*error),
+            ClusterError::RetriesExhausted { last, .. } => last.kafka_error(),
+            _ => None,
+        }
+    }
+
+    pub fn is(&self, e: ResponseError) -> bool {
+        self.kafka_error() == Some(e)
+    }
+
+    pub fn context(&self) -> Option<&Context> {
+        match self {
+            ClusterError::Wire { context, .. }
+            | ClusterError::Kafka { context, .. }
+            | ClusterError::UnknownTopicOrPartition { context }
+            | ClusterError::NoLeader { context }
+            | ClusterError::RetriesExhausted { context, .. }
+            | ClusterError::Invalid { context, .. } => Some(context),
+            ClusterError::Unreachable { .. } => None,
+        }
+    }
+}
+
+/// Errors that mean our routing (leader or coordinator) is stale.
+pub fn is_routing_error(e: ResponseError) -> bool {
+    matches!(
+        e,
+        ResponseError::NotLeaderOrFollower
+            | ResponseError::LeaderNotAvailable
+            | ResponseError::NotCoordinator
+            | ResponseError::CoordinatorNotAvailable
+            | ResponseError::CoordinatorLoadInProgress
+            | ResponseError::NotController
+            | ResponseError::FencedLeaderEpoch
+            | ResponseError::UnknownLeaderEpoch
+            | ResponseError::UnknownTopicOrPartition
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_everything() {
+        let ctx = Context::new("source", "ListOffsets")
+            .broker("127.0.0.1:9092")
+            .topic("orders")
+            .partition(3);
+        let e = ClusterError::kafka(ctx, 6, Some("moved".into())).unwrap();
+        let text = e.to_string();
+        for part in [
+            "ListOffsets",
+            "source",
+            "127.0.0.1:9092",
+            "orders-3",
+            "NotLeaderOrFollower",
+            "moved",
+        ] {
+            assert!(text.contains(part), "{text} lacks {part}");
+        }
+        assert!(e.is_retriable());
+        assert!(ClusterError::kafka(Context::new("c", "x"), 0, None).is_none());
+    }
+
+    #[test]
+    fn authorization_errors_are_final() {
+        let e =
+            ClusterError::kafka(Context::new("c", "CreateTopics").topic("t"), 29, None).unwrap();
+        assert!(!e.is_retriable());
+        assert!(e.is(ResponseError::TopicAuthorizationFailed));
+    }
+}
