@@ -62,7 +62,7 @@ pub use connect::{ImportEvent, ImportedProgress};
 pub use format::{Checkpoint, FormatError, Heartbeat, OffsetSync};
 /*TMP2*/
 pub use mapping::{MappingError, OffsetMapping, PartitionMapping, Segment, Translation};
-/*TMP3*/
+pub use sync_store::{OffsetSyncStore, StoredSync, SyncLookup};
 /*TMP4*/
 
 /// A topic name and a partition number, like Kafka's `TopicPartition`.
