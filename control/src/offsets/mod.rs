@@ -63,7 +63,7 @@ pub use format::{Checkpoint, FormatError, Heartbeat, OffsetSync};
 /*TMP2*/
 pub use mapping::{MappingError, OffsetMapping, PartitionMapping, Segment, Translation};
 pub use sync_store::{OffsetSyncStore, StoredSync, SyncLookup};
-/*TMP4*/
+pub use sync_writer::{OffsetSyncWriter, PartitionState, SyncWriterConfig, SyncWriterError};
 
 /// A topic name and a partition number, like Kafka's `TopicPartition`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
