@@ -422,10 +422,7 @@ mod tests {
     #[test]
     fn jackson_escaping() {
         let mut out = Vec::new();
-        write_json_string(
-            &mut out,
-            "a\"b\\c/\u{8}\t\n\u{c}\r\u{0}\u{1f}\u{7f}é€😀",
-        );
+        write_json_string(&mut out, "a\"b\\c/\u{8}\t\n\u{c}\r\u{0}\u{1f}\u{7f}é€😀");
         let expected = "\"a\\\"b\\\\c/\\b\\t\\n\\f\\r\\u0000\\u001F\u{7f}é€\\uD83D\\uDE00\"";
         assert_eq!(String::from_utf8(out).unwrap(), expected);
     }
@@ -454,7 +451,8 @@ mod tests {
             br#"["MirrorCheckpointConnector",{"partition":0,"topic":"A.t","group":"g"}]"#;
         let heartbeat_key =
             br#"["MirrorHeartbeatConnector",{"sourceClusterAlias":"A","targetClusterAlias":"B"}]"#;
-        let spaced_long = br#"[ "MirrorSourceConnector" , {"topic":"t","partition":2,"cluster":"A"} ]"#;
+        let spaced_long =
+            br#"[ "MirrorSourceConnector" , {"topic":"t","partition":2,"cluster":"A"} ]"#;
         let records: Vec<(&[u8], Option<&[u8]>)> = vec![
             (&k0, Some(b"{\"offset\":10}")),
             (&k1, Some(b"{\"offset\":3}")),

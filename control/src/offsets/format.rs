@@ -78,9 +78,7 @@ impl fmt::Display for RecordPart {
 #[non_exhaustive]
 pub enum FormatError {
     /// Fewer bytes left than the field needs.
-    #[error(
-        "{record} {part}: field `{field}` needs {needed} bytes but only {available} are left"
-    )]
+    #[error("{record} {part}: field `{field}` needs {needed} bytes but only {available} are left")]
     Truncated {
         /// Record type.
         record: RecordKind,
@@ -555,7 +553,10 @@ mod tests {
         let mut hv = hb.encode_value().to_vec();
         hv[1] = 3;
         hv.push(1);
-        assert_eq!(Heartbeat::decode(&hb.encode_key().unwrap(), &hv).unwrap(), hb);
+        assert_eq!(
+            Heartbeat::decode(&hb.encode_key().unwrap(), &hv).unwrap(),
+            hb
+        );
     }
 
     #[test]
@@ -585,7 +586,10 @@ mod tests {
         };
         let key = fits.encode_key().unwrap();
         assert_eq!(&key[..2], &[0x7f, 0xff]);
-        assert_eq!(OffsetSync::decode(&key, &fits.encode_value()).unwrap(), fits);
+        assert_eq!(
+            OffsetSync::decode(&key, &fits.encode_value()).unwrap(),
+            fits
+        );
     }
 
     fn short_string() -> impl Strategy<Value = String> {

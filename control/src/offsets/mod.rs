@@ -6,7 +6,7 @@
 //!
 //! # Modules and the calls other code makes
 //!
-//! - [`format`]: MM2's binary records, byte-exact with `OffsetSync.java`, `Checkpoint.java` and
+//! - [`format`](mod@format): MM2's binary records, byte-exact with `OffsetSync.java`, `Checkpoint.java` and
 //!   `Heartbeat.java`.
 //!   - [`OffsetSync`]: `encode_key`, `encode_value`, `decode(key, value)`.
 //!   - [`Checkpoint`]: `encode_key`, `encode_value` (always version 0), `decode(key, value)`.
@@ -57,10 +57,13 @@ pub mod sync_writer;
 
 use std::fmt;
 
-/*TMP1*/
-pub use connect::{ImportEvent, ImportedProgress};
+pub use checkpoint::{
+    CheckpointError, CheckpointOutcome, CheckpointSkip, CheckpointStore, CommittedOffset,
+    EmittedCheckpoint, Precision, TranslatedOffset, TranslationSource, translate_offset,
+};
+pub use connect::{ConnectError, ImportEvent, ImportedProgress};
 pub use format::{Checkpoint, FormatError, Heartbeat, OffsetSync};
-/*TMP2*/
+pub use group_sync::{GroupSyncAction, GroupSyncDecision, TargetGroupState, plan_group_sync};
 pub use mapping::{MappingError, OffsetMapping, PartitionMapping, Segment, Translation};
 pub use sync_store::{OffsetSyncStore, StoredSync, SyncLookup};
 pub use sync_writer::{OffsetSyncWriter, PartitionState, SyncWriterConfig, SyncWriterError};

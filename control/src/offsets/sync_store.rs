@@ -149,8 +149,7 @@ impl OffsetSyncStore {
                         max_partitions: self.max_partitions,
                     });
                 }
-                self.syncs
-                    .insert(tp, Box::new([new; SYNCS_PER_PARTITION]));
+                self.syncs.insert(tp, Box::new([new; SYNCS_PER_PARTITION]));
             }
         }
         self.next_id += 1;
@@ -230,8 +229,8 @@ fn update_sync_array(
             let separated_from_next =
                 next >= SYNCS_PER_PARTITION || invariant_c(&old, &syncs[next], current);
             let next_replacement = replacement_index + 1;
-            let duplicate = next_replacement < SYNCS_PER_PARTITION
-                && old.id == original[next_replacement].id;
+            let duplicate =
+                next_replacement < SYNCS_PER_PARTITION && old.id == original[next_replacement].id;
             let promote = is_recent && separated_from_previous && separated_from_next;
             if promote {
                 replacement = old;
@@ -305,7 +304,11 @@ mod tests {
         } else {
             previous_offset + 1
         };
-        assert_eq!(translate(store, sync_offset - 1), Some(before), "{sync_offset}-1");
+        assert_eq!(
+            translate(store, sync_offset - 1),
+            Some(before),
+            "{sync_offset}-1"
+        );
         assert_eq!(translate(store, sync_offset), Some(sync_offset));
         assert_eq!(translate(store, sync_offset + 1), Some(sync_offset + 1));
         assert_eq!(translate(store, sync_offset + 2), Some(sync_offset + 1));
@@ -605,7 +608,10 @@ mod tests {
         let other = OffsetSync::new(&TopicPartition::new("other", 0), 1, 1);
         assert!(matches!(
             store.handle_sync(&other),
-            Err(SyncStoreError::TooManyPartitions { max_partitions: 1, .. })
+            Err(SyncStoreError::TooManyPartitions {
+                max_partitions: 1,
+                ..
+            })
         ));
         assert!(matches!(
             store.handle_record(&[0, 5, b'x'], &[0; 16]),

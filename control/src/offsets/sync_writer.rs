@@ -232,7 +232,11 @@ impl OffsetSyncWriter {
     /// An acknowledged segment: the same result as [`OffsetSyncWriter::on_record`] for each of
     /// its records in order, computed in time bounded by `max_outstanding`, not by the record
     /// count.
-    pub fn on_segment(&mut self, tp: &TopicPartition, segment: Segment) -> Result<(), SyncWriterError> {
+    pub fn on_segment(
+        &mut self,
+        tp: &TopicPartition,
+        segment: Segment,
+    ) -> Result<(), SyncWriterError> {
         if !segment.is_valid() {
             return Err(SyncWriterError::InvalidSegment {
                 tp: tp.clone(),
@@ -413,12 +417,25 @@ mod tests {
         let mut w = writer(2, 1);
         w.on_record(&tp(), 0, 1);
         assert_eq!(w.delayed_len(), 0);
-        assert_eq!(w.partition_state(&tp()).unwrap().last_sync_downstream_offset, 1);
+        assert_eq!(
+            w.partition_state(&tp())
+                .unwrap()
+                .last_sync_downstream_offset,
+            1
+        );
         // The Java test uses a producer mock; here the first sync went to the ready list.
         assert_eq!(pairs(&w.take_ready()), vec![(0, 1)]);
         w.on_record(&tp(), 1, 2);
-        assert_eq!(pairs(&w.delayed().cloned().collect::<Vec<_>>()), vec![(1, 2)]);
-        assert_eq!(w.partition_state(&tp()).unwrap().last_sync_downstream_offset, 1);
+        assert_eq!(
+            pairs(&w.delayed().cloned().collect::<Vec<_>>()),
+            vec![(1, 2)]
+        );
+        assert_eq!(
+            w.partition_state(&tp())
+                .unwrap()
+                .last_sync_downstream_offset,
+            1
+        );
     }
 
     // OffsetSyncWriterTest.testFirePendingOffsetSyncs
@@ -426,13 +443,26 @@ mod tests {
     fn fire_pending_offset_syncs() {
         let mut w = writer(1, 1);
         w.on_record(&tp(), 0, 100);
-        assert_eq!(w.partition_state(&tp()).unwrap().last_sync_downstream_offset, 100);
+        assert_eq!(
+            w.partition_state(&tp())
+                .unwrap()
+                .last_sync_downstream_offset,
+            100
+        );
         assert_eq!(pairs(&w.take_ready()), vec![(0, 100)]);
         w.on_record(&tp(), 2, 102);
-        assert_eq!(w.partition_state(&tp()).unwrap().last_sync_downstream_offset, 102);
+        assert_eq!(
+            w.partition_state(&tp())
+                .unwrap()
+                .last_sync_downstream_offset,
+            102
+        );
         // One sync in flight: the new one waits.
         assert!(w.take_ready().is_empty());
-        assert_eq!(pairs(&w.pending().cloned().collect::<Vec<_>>()), vec![(2, 102)]);
+        assert_eq!(
+            pairs(&w.pending().cloned().collect::<Vec<_>>()),
+            vec![(2, 102)]
+        );
         w.on_send_complete().unwrap();
         w.fire_pending();
         assert_eq!(pairs(&w.take_ready()), vec![(2, 102)]);
@@ -448,7 +478,10 @@ mod tests {
         w.on_record(&tp(), 1, 101);
         w.promote_delayed();
         assert_eq!(w.delayed_len(), 0);
-        assert_eq!(pairs(&w.pending().cloned().collect::<Vec<_>>()), vec![(1, 101)]);
+        assert_eq!(
+            pairs(&w.pending().cloned().collect::<Vec<_>>()),
+            vec![(1, 101)]
+        );
     }
 
     #[test]
@@ -472,7 +505,10 @@ mod tests {
         // Contiguous again: nothing.
         emitted.extend(feed(&mut w, 254, 11));
         assert_eq!(emitted, vec![(252, 251), (253, 10)]);
-        assert_eq!(pairs(&w.delayed().cloned().collect::<Vec<_>>()), vec![(254, 11)]);
+        assert_eq!(
+            pairs(&w.delayed().cloned().collect::<Vec<_>>()),
+            vec![(254, 11)]
+        );
     }
 
     #[test]
@@ -483,11 +519,17 @@ mod tests {
             pairs(&w.take_ready()),
             vec![(0, 0), (101, 101), (202, 202), (303, 303), (404, 404)]
         );
-        assert_eq!(pairs(&w.delayed().cloned().collect::<Vec<_>>()), vec![(499, 499)]);
+        assert_eq!(
+            pairs(&w.delayed().cloned().collect::<Vec<_>>()),
+            vec![(499, 499)]
+        );
         // A batch after a gap syncs its first record.
         w.on_segment(&tp(), Segment::new(501, 500, 5)).unwrap();
         assert_eq!(pairs(&w.take_ready()), vec![(501, 500)]);
-        assert_eq!(pairs(&w.delayed().cloned().collect::<Vec<_>>()), vec![(505, 504)]);
+        assert_eq!(
+            pairs(&w.delayed().cloned().collect::<Vec<_>>()),
+            vec![(505, 504)]
+        );
         w.on_flush_interval();
         assert_eq!(pairs(&w.take_ready()), vec![(505, 504)]);
     }
@@ -498,9 +540,20 @@ mod tests {
         w.on_segment(&tp(), Segment::new(0, 0, 1000)).unwrap();
         // Two permits: the first two syncs go out, then the last trigger (990) waits.
         assert_eq!(pairs(&w.take_ready()), vec![(0, 0), (10, 10)]);
-        assert_eq!(pairs(&w.pending().cloned().collect::<Vec<_>>()), vec![(990, 990)]);
-        assert_eq!(pairs(&w.delayed().cloned().collect::<Vec<_>>()), vec![(999, 999)]);
-        assert_eq!(w.partition_state(&tp()).unwrap().last_sync_downstream_offset, 990);
+        assert_eq!(
+            pairs(&w.pending().cloned().collect::<Vec<_>>()),
+            vec![(990, 990)]
+        );
+        assert_eq!(
+            pairs(&w.delayed().cloned().collect::<Vec<_>>()),
+            vec![(999, 999)]
+        );
+        assert_eq!(
+            w.partition_state(&tp())
+                .unwrap()
+                .last_sync_downstream_offset,
+            990
+        );
     }
 
     #[test]
@@ -508,7 +561,10 @@ mod tests {
         for lag in [0, -5] {
             let mut w = writer(lag, 100);
             w.on_segment(&tp(), Segment::new(10, 20, 4)).unwrap();
-            assert_eq!(pairs(&w.take_ready()), vec![(10, 20), (11, 21), (12, 22), (13, 23)]);
+            assert_eq!(
+                pairs(&w.take_ready()),
+                vec![(10, 20), (11, 21), (12, 22), (13, 23)]
+            );
             assert_eq!(w.delayed_len(), 0);
         }
     }
@@ -517,7 +573,8 @@ mod tests {
     fn huge_lag_never_overflows() {
         let mut w = writer(i64::MAX, 10);
         w.on_segment(&tp(), Segment::new(0, 0, 1 << 40)).unwrap();
-        w.on_segment(&tp(), Segment::new(1 << 40, 1 << 40, 1 << 40)).unwrap();
+        w.on_segment(&tp(), Segment::new(1 << 40, 1 << 40, 1 << 40))
+            .unwrap();
         assert_eq!(pairs(&w.take_ready()), vec![(0, 0)]);
         assert!(w.on_segment(&tp(), Segment::new(0, 0, 0)).is_err());
     }
@@ -555,7 +612,13 @@ mod tests {
     /// Operations of the equivalence property test.
     #[derive(Debug, Clone)]
     enum Op {
-        Segment { partition: u8, upstream_gap: i64, downstream_gap: i64, rewind: bool, len: i64 },
+        Segment {
+            partition: u8,
+            upstream_gap: i64,
+            downstream_gap: i64,
+            rewind: bool,
+            len: i64,
+        },
         Complete(u8),
         Flush,
     }
