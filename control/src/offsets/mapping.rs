@@ -164,6 +164,9 @@ struct Run {
     exact_gap_before: bool,
 }
 
+// The worst-case memory in the module docs counts 32 bytes per run.
+const _: () = assert!(std::mem::size_of::<Run>() == 32);
+
 impl Run {
     fn upstream_end(&self) -> i64 {
         self.upstream_start + self.len
@@ -192,6 +195,7 @@ impl Default for PartitionMapping {
 
 impl PartitionMapping {
     /// An empty mapping holding at most `max_segments` runs (at least [`MIN_MAX_SEGMENTS`]).
+    /// Worst-case memory: `32 * max_segments.next_power_of_two()` bytes plus a 32-byte header.
     pub fn new(max_segments: usize) -> Result<Self, MappingError> {
         if max_segments < MIN_MAX_SEGMENTS {
             return Err(MappingError::MaxSegmentsTooSmall { max_segments });
@@ -536,10 +540,19 @@ mod tests {
         let max = MIN_MAX_SEGMENTS;
         let mut m = PartitionMapping::new(max).unwrap();
         // Every batch is followed by one unreplicated offset (a transaction marker).
+        let mut passes = 0;
+        let mut previous = 0;
         for i in 0..10_000i64 {
             m.append(&tp(), Segment::new(i * 11, i * 10, 10)).unwrap();
             assert!(m.run_count() <= max);
+            if m.run_count() < previous {
+                // A thinning pass leaves at most half the bound (plus the new run).
+                passes += 1;
+                assert!(m.run_count() <= max / 2 + 1, "{}", m.run_count());
+            }
+            previous = m.run_count();
         }
+        assert!(passes > 1);
         assert_eq!(m.upstream_start(), Some(0));
         assert_eq!(m.translate(0), Translation::Exact(0));
         // The newest quarter is exact, gaps included.
@@ -645,6 +658,51 @@ mod tests {
                     prop_assert_eq!(got, Translation::Exact(truth(&pairs, u)), "u={}", u);
                 } else {
                     // Ahead of replication: MM2's rule from the last replicated record.
+                    prop_assert_eq!(got, Translation::Approximate(pairs.last().unwrap().1 + 1));
+                }
+            }
+        }
+
+        #[test]
+        fn rewinds_keep_answers_exact(
+            batches in proptest::collection::vec(
+                (batch(), prop_oneof![8 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)], 0i64..50),
+                1..80,
+            ),
+        ) {
+            let mut m = PartitionMapping::default();
+            // Model: the pairs still valid after truncations and clears.
+            let mut pairs: Vec<(i64, i64)> = Vec::new();
+            let (mut u, mut d) = (0i64, 0i64);
+            for (b, rewind, back) in batches {
+                match rewind {
+                    // Upstream seek back (re-replication); downstream keeps going.
+                    1 => u = (u - back).max(0),
+                    // Target truncated: downstream goes back.
+                    2 => d = (d - back - 1).max(0),
+                    _ => {}
+                }
+                u += b.upstream_gap;
+                d += b.downstream_gap;
+                m.append(&tp(), Segment::new(u, d, b.len)).unwrap();
+                pairs.retain(|&(pu, _)| pu < u);
+                if pairs.last().is_some_and(|&(_, pd)| d <= pd) {
+                    pairs.clear();
+                }
+                pairs.extend((0..b.len).map(|i| (u + i, d + i)));
+                u += b.len;
+                d += b.len;
+            }
+            let first = pairs[0].0;
+            let last = pairs.last().unwrap().0;
+            prop_assert_eq!(m.upstream_start(), Some(first));
+            for q in (first - 2)..=(last + 2) {
+                let got = m.translate(q);
+                if q < first {
+                    prop_assert_eq!(got, Translation::BeforeHistory);
+                } else if q <= last + 1 {
+                    prop_assert_eq!(got, Translation::Exact(truth(&pairs, q)), "q={}", q);
+                } else {
                     prop_assert_eq!(got, Translation::Approximate(pairs.last().unwrap().1 + 1));
                 }
             }

@@ -653,6 +653,20 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         #[test]
+        fn hostile_offsets_never_panic(
+            syncs in proptest::collection::vec((any::<i64>(), any::<i64>()), 1..80),
+            queries in proptest::collection::vec(any::<i64>(), 1..20),
+        ) {
+            let mut store = started(false);
+            for (u, d) in syncs {
+                sync(&mut store, u, d);
+            }
+            for q in queries {
+                let _ = translate(&store, q);
+            }
+        }
+
+        #[test]
         fn invariants_hold_after_any_sequence(
             start in 0i64..(1i64 << 50),
             steps in sync_stream(),
