@@ -264,6 +264,51 @@ impl BrokerConn {
         })
     }
 
+    /// Like [`BrokerConn::send`] but never waits: `Ok(None)` when every in-flight slot is taken.
+    /// The request is on its way (in wire order) when this returns, which is what callers that
+    /// pipeline ordered requests (Produce sequence numbers) need.
+    pub fn try_send<R: Request>(
+        &self,
+        req: &R,
+        version: i16,
+    ) -> Result<Option<PendingResponse>, WireError> {
+        match self.try_acquire()? {
+            Some(permit) => self
+                .enqueue(R::KEY, permit, |conn| conn.send(req, version))
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Like [`BrokerConn::send_encoded`] but never waits; see [`BrokerConn::try_send`].
+    pub fn try_send_encoded(
+        &self,
+        api_key: i16,
+        version: i16,
+        encode: impl FnOnce(&mut FrameBuilder) -> Result<(), WireError>,
+    ) -> Result<Option<PendingResponse>, WireError> {
+        match self.try_acquire()? {
+            Some(permit) => self
+                .enqueue(api_key, permit, |conn| {
+                    conn.send_encoded(api_key, version, encode)
+                })
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Requests in flight on this connection.
+    pub fn in_flight(&self) -> usize {
+        self.inner.shared.borrow().pending.len()
+    }
+
+    fn try_acquire(&self) -> Result<Option<OwnedSemaphorePermit>, WireError> {
+        if let Some(e) = self.inner.shared.borrow().failed.clone() {
+            return Err(e);
+        }
+        Ok(self.inner.permits.clone().try_acquire_owned().ok())
+    }
+
     async fn acquire(&self) -> Result<OwnedSemaphorePermit, WireError> {
         if let Some(e) = self.inner.shared.borrow().failed.clone() {
             return Err(e);

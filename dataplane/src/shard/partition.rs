@@ -1,0 +1,979 @@
+//! The replication state machine of one source partition, sans IO.
+//!
+//! It takes fetched record sets and produce outcomes in, and gives back batches to send,
+//! progress and exact offset-mapping segments. Time is an argument. The shard's event loop
+//! ([`super::run`]) does the IO around it.
+//!
+//! Life of a batch:
+//! 1. [`Partition::handle_fetch`] walks the record set, drops control and aborted batches, and
+//!    queues the rest: as they are (fast path) or rebuilt (slow path).
+//! 2. [`Partition::poll_send`] hands out the next batch with this shard's producer id, epoch and
+//!    the partition's next sequence number, at most `max_in_flight_per_partition` at a time.
+//! 3. [`Partition::handle_produced`] records the outcome. Acknowledged batches leave the window
+//!    in sequence order, moving progress and producing mapping segments. A retriable failure
+//!    marks the batch for resending with the *same* sequence number (the broker deduplicates),
+//!    after every later in-flight batch has answered.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+
+use super::channel::{
+    FailureKind, FetchSettings, MappingSegment, PartitionKey, PartitionProgress, ProduceSettings,
+    ShardStats,
+};
+use crate::batch::{
+    AbortedFilter, BatchError, BatchWalker, HEADER_LEN, HeaderRewrite, OffsetRun, Path, RawBatch,
+    RebuildOptions, Verdict, classify, increment_sequence, rebuild,
+};
+use crate::wire::produce::PartitionBatch;
+
+/// Memory held by one fetch response frame. Every batch cut from the frame holds a clone; the
+/// frame's bytes leave the shard's budget when the last one is dropped.
+#[derive(Debug)]
+pub struct FrameTicket {
+    bytes: usize,
+    in_use: Rc<Cell<usize>>,
+}
+
+impl FrameTicket {
+    pub fn new(bytes: usize, in_use: &Rc<Cell<usize>>) -> Rc<FrameTicket> {
+        in_use.set(in_use.get() + bytes);
+        Rc::new(FrameTicket {
+            bytes,
+            in_use: in_use.clone(),
+        })
+    }
+}
+
+impl Drop for FrameTicket {
+    fn drop(&mut self) {
+        self.in_use.set(self.in_use.get().saturating_sub(self.bytes));
+    }
+}
+
+/// One partition's data from a fetch response.
+#[derive(Debug, Clone, Default)]
+pub struct Fetched {
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    /// `(producer_id, first_offset)` of aborted transactions.
+    pub aborted: Vec<(i64, i64)>,
+    pub records: Option<Bytes>,
+}
+
+/// What the target said about one batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProduceOutcome {
+    /// Appended; the batch's first record is at `base_offset` (-1 when unknown, e.g. a
+    /// duplicate the broker recognised).
+    Appended { base_offset: i64 },
+    /// An error code from the broker, with its message.
+    Error { code: i16, message: Option<String> },
+    /// The request failed before an answer (connection lost, timeout): the batch may or may not
+    /// have been written, so it is resent with the same sequence number.
+    Lost { reason: String },
+}
+
+/// A partition that stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Queued,
+    Sent,
+    Acked { base_offset: i64 },
+    Failed,
+}
+
+#[derive(Debug)]
+struct Outgoing {
+    batch: RawBatch,
+    /// The source offsets of its records, in order.
+    runs: Vec<OffsetRun>,
+    records: i32,
+    /// Progress after this batch is acknowledged (past any filtered batches that followed it).
+    next_after: i64,
+    seq: Option<i32>,
+    slot: Slot,
+    /// Whether it was rebuilt (slow path).
+    rebuilt: bool,
+    _ticket: Rc<FrameTicket>,
+}
+
+/// Lifecycle of a partition inside a shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    Running,
+    Paused,
+    /// Revoked or shutting down: nothing new is fetched or sent; waiting for answers.
+    Draining,
+    Failed(Failure),
+}
+
+/// The state machine of one partition.
+#[derive(Debug)]
+pub struct Partition {
+    pub key: PartitionKey,
+    pub target_topic: Arc<str>,
+    pub fetch: FetchSettings,
+    pub produce: ProduceSettings,
+    max_message_bytes: usize,
+    status: Status,
+    fetch_offset: i64,
+    acked_next: i64,
+    end_offset: i64,
+    log_start_offset: i64,
+    /// Batches not yet acknowledged: `window` (sequence numbers assigned) then `queue`.
+    window: VecDeque<Outgoing>,
+    queue: VecDeque<Outgoing>,
+    queued_bytes: usize,
+    next_seq: i32,
+    producer: Option<(i64, i16)>,
+    retry_at: Option<Instant>,
+    failing_since: Option<Instant>,
+    mappings: Vec<MappingSegment>,
+    /// The leaders must be looked up before fetching / producing.
+    pub needs_source_leader: bool,
+    pub needs_target_leader: bool,
+}
+
+impl Partition {
+    pub fn new(
+        key: PartitionKey,
+        target_topic: Arc<str>,
+        start_offset: i64,
+        max_message_bytes: usize,
+        fetch: FetchSettings,
+        produce: ProduceSettings,
+    ) -> Self {
+        Partition {
+            key,
+            target_topic,
+            fetch,
+            produce,
+            max_message_bytes,
+            status: Status::Running,
+            fetch_offset: start_offset,
+            acked_next: start_offset,
+            end_offset: -1,
+            log_start_offset: -1,
+            window: VecDeque::new(),
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            next_seq: 0,
+            producer: None,
+            retry_at: None,
+            failing_since: None,
+            mappings: Vec::new(),
+            needs_source_leader: true,
+            needs_target_leader: true,
+        }
+    }
+
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
+    pub fn fetch_offset(&self) -> i64 {
+        self.fetch_offset
+    }
+
+    /// Every source record below this offset has been acknowledged by the target.
+    pub fn next_offset(&self) -> i64 {
+        self.acked_next
+    }
+
+    pub fn end_offset(&self) -> i64 {
+        self.end_offset
+    }
+
+    /// Bytes of batches fetched and not yet acknowledged.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_bytes
+    }
+
+    pub fn set_max_message_bytes(&mut self, v: usize) {
+        self.max_message_bytes = v;
+    }
+
+    pub fn pause(&mut self) {
+        if self.status == Status::Running {
+            self.status = Status::Paused;
+        }
+    }
+
+    pub fn resume(&mut self) {
+        if self.status == Status::Paused {
+            self.status = Status::Running;
+        }
+    }
+
+    /// Stops fetching and sending; queued (unsent) batches are dropped, so that the next owner
+    /// refetches them from [`Partition::next_offset`].
+    pub fn drain(&mut self) {
+        self.drop_queue();
+        if !matches!(self.status, Status::Failed(_)) {
+            self.status = Status::Draining;
+        }
+    }
+
+    /// Whether a draining or failed partition has no request outstanding.
+    pub fn is_quiet(&self) -> bool {
+        !self.window.iter().any(|o| o.slot == Slot::Sent)
+    }
+
+    /// Restarts from `offset` (operator seek, or the opt-in reset). Anything fetched or in flight
+    /// is forgotten; answers still in flight are ignored when they arrive.
+    pub fn seek(&mut self, offset: i64) {
+        self.drop_queue();
+        self.window.clear();
+        self.queued_bytes = 0;
+        self.fetch_offset = offset;
+        self.acked_next = offset;
+        self.retry_at = None;
+        self.failing_since = None;
+        if matches!(self.status, Status::Failed(_)) {
+            self.status = Status::Running;
+        }
+    }
+
+    fn drop_queue(&mut self) {
+        for o in self.queue.drain(..) {
+            self.queued_bytes -= o.batch.size();
+        }
+        // Whatever followed the last batch in the window will be refetched.
+        if let Some(last) = self.window.back_mut() {
+            last.next_after = last
+                .runs
+                .last()
+                .map_or(last.next_after, |r| r.first + i64::from(r.len));
+        }
+    }
+
+    fn fail(&mut self, kind: FailureKind, message: String) {
+        self.drop_queue();
+        self.status = Status::Failed(Failure { kind, message });
+    }
+
+    /// Whether this partition wants to be in the next fetch request.
+    pub fn wants_fetch(&self, per_partition_cap: usize) -> bool {
+        self.status == Status::Running
+            && !self.needs_source_leader
+            && self.queued_bytes < per_partition_cap
+    }
+
+    /// Takes a partition's slice of a fetch response.
+    pub fn handle_fetch(
+        &mut self,
+        data: Fetched,
+        ticket: &Rc<FrameTicket>,
+        stats: &mut ShardStats,
+    ) -> Result<(), Failure> {
+        if self.status != Status::Running {
+            return Ok(()); // paused or draining since the request left: drop the data
+        }
+        self.log_start_offset = data.log_start_offset;
+        if data.error_code != 0 {
+            return self.fetch_error(&data);
+        }
+        self.end_offset = if self.fetch.isolation_level == 1 && data.last_stable_offset >= 0 {
+            data.last_stable_offset
+        } else {
+            data.high_watermark
+        };
+        let Some(records) = data.records else {
+            return Ok(());
+        };
+        let read_committed = self.fetch.isolation_level == 1;
+        let mut filter = AbortedFilter::new(data.aborted);
+        let mut walker = BatchWalker::new(records);
+        for item in walker.by_ref() {
+            let batch = match item {
+                Ok(b) => b,
+                Err(e) => {
+                    return self.fail_with(FailureKind::BadSourceData, self.describe(&e));
+                }
+            };
+            if batch.next_offset() <= self.fetch_offset {
+                continue; // the broker starts at the batch holding our offset
+            }
+            let verdict = if read_committed {
+                match filter.classify(&batch) {
+                    Ok(v) => v,
+                    Err(e) => return self.fail_with(FailureKind::BadSourceData, self.describe(&e)),
+                }
+            } else if batch.is_control() {
+                Verdict::DropControl
+            } else {
+                Verdict::Forward
+            };
+            match verdict {
+                Verdict::DropControl => {
+                    stats.dropped_control += 1;
+                    self.skip_to(batch.next_offset());
+                    continue;
+                }
+                Verdict::DropAborted => {
+                    stats.dropped_aborted += 1;
+                    self.skip_to(batch.next_offset());
+                    continue;
+                }
+                Verdict::Forward => {}
+            }
+            let next = batch.next_offset();
+            match classify(&batch, self.fetch_offset, self.max_message_bytes) {
+                Path::Skip => self.skip_to(next),
+                Path::Fast => {
+                    stats.fast_batches += 1;
+                    let runs = vec![OffsetRun {
+                        first: batch.base_offset(),
+                        len: batch.records_count() as u32,
+                    }];
+                    let records = batch.records_count();
+                    self.push(batch, runs, records, next, false, ticket);
+                }
+                Path::Slow(_) => {
+                    stats.slow_batches += 1;
+                    stats.slow_bytes += batch.size() as u64;
+                    let opts = RebuildOptions {
+                        resume_offset: self.fetch_offset,
+                        max_batch_bytes: self.max_message_bytes,
+                        ..RebuildOptions::default()
+                    };
+                    let rebuilt = match rebuild(&batch, &opts) {
+                        Ok(r) => r,
+                        Err(e @ BatchError::RecordTooLarge { .. }) => {
+                            let msg = format!(
+                                "{}; the target topic {} has max.message.bytes={}",
+                                self.describe(&e),
+                                self.target_topic,
+                                self.max_message_bytes
+                            );
+                            return self.fail_with(FailureKind::RecordTooLarge, msg);
+                        }
+                        Err(e) => {
+                            return self.fail_with(FailureKind::BadSourceData, self.describe(&e));
+                        }
+                    };
+                    if rebuilt.is_empty() {
+                        self.skip_to(next);
+                    }
+                    let n = rebuilt.len();
+                    for (i, rb) in rebuilt.into_iter().enumerate() {
+                        let records = rb.record_count() as i32;
+                        let raw = match RawBatch::new(rb.bytes) {
+                            Ok(r) => r,
+                            Err(e) => {
+                                return self.fail_with(FailureKind::Other, format!("rebuilt batch is invalid: {e}"));
+                            }
+                        };
+                        let after = if i + 1 == n {
+                            next
+                        } else {
+                            rb.source_runs.last().map_or(next, |r| r.first + i64::from(r.len))
+                        };
+                        self.push(raw, rb.source_runs, records, after, true, ticket);
+                    }
+                }
+            }
+            self.fetch_offset = next;
+        }
+        Ok(())
+    }
+
+    fn describe(&self, e: &BatchError) -> String {
+        format!("source partition {}-{}: {e}", self.key.topic, self.key.partition)
+    }
+
+    fn fail_with(&mut self, kind: FailureKind, message: String) -> Result<(), Failure> {
+        self.fail(kind.clone(), message.clone());
+        Err(Failure { kind, message })
+    }
+
+    fn fetch_error(&mut self, data: &Fetched) -> Result<(), Failure> {
+        let err = ResponseError::try_from_code(data.error_code);
+        match err {
+            Some(ResponseError::OffsetOutOfRange) => {
+                let msg = format!(
+                    "source partition {}-{}: offset {} is out of range (log start {}, high watermark {}): the source log was truncated or deleted past strait's position",
+                    self.key.topic,
+                    self.key.partition,
+                    self.fetch_offset,
+                    data.log_start_offset,
+                    data.high_watermark
+                );
+                self.fail_with(
+                    FailureKind::PositionLost {
+                        position: self.fetch_offset,
+                        log_start_offset: data.log_start_offset,
+                    },
+                    msg,
+                )
+            }
+            Some(e) if e.is_retriable() || crate::shard::is_routing_error(e) => {
+                self.needs_source_leader = true;
+                Ok(())
+            }
+            Some(e) => {
+                let msg = format!(
+                    "source partition {}-{}: fetch failed: {e}",
+                    self.key.topic, self.key.partition
+                );
+                self.fail_with(FailureKind::Other, msg)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A filtered or empty batch moves progress once everything before it is acknowledged.
+    fn skip_to(&mut self, next: i64) {
+        let last = if self.queue.is_empty() {
+            self.window.back_mut()
+        } else {
+            self.queue.back_mut()
+        };
+        match last {
+            Some(last) => last.next_after = last.next_after.max(next),
+            None => self.acked_next = self.acked_next.max(next),
+        }
+        self.fetch_offset = self.fetch_offset.max(next);
+    }
+
+    fn push(
+        &mut self,
+        batch: RawBatch,
+        runs: Vec<OffsetRun>,
+        records: i32,
+        next_after: i64,
+        rebuilt: bool,
+        ticket: &Rc<FrameTicket>,
+    ) {
+        self.queued_bytes += batch.size();
+        self.queue.push_back(Outgoing {
+            batch,
+            runs,
+            records,
+            next_after,
+            seq: None,
+            slot: Slot::Queued,
+            rebuilt,
+            _ticket: ticket.clone(),
+        });
+    }
+
+    /// Sets this shard's producer id and epoch for the target cluster. A new producer restarts
+    /// sequence numbers at 0 (only before anything was sent with the old one).
+    pub fn set_producer(&mut self, producer_id: i64, producer_epoch: i16) {
+        if self.producer != Some((producer_id, producer_epoch)) && self.window.is_empty() {
+            self.producer = Some((producer_id, producer_epoch));
+            self.next_seq = 0;
+        }
+    }
+
+    pub fn has_producer(&self) -> bool {
+        self.producer.is_some()
+    }
+
+    /// Whether [`Partition::poll_send`] would hand out a batch now.
+    pub fn can_send(&self, now: Instant) -> bool {
+        self.next_sendable(now).is_some()
+    }
+
+    fn next_sendable(&self, now: Instant) -> Option<Target> {
+        if !matches!(self.status, Status::Running | Status::Paused)
+            || self.needs_target_leader
+            || self.producer.is_none()
+            || self.retry_at.is_some_and(|t| now < t)
+        {
+            return None;
+        }
+        // Resend the first failed batch once no later batch awaits an answer.
+        if let Some(i) = self.window.iter().position(|o| o.slot == Slot::Failed) {
+            let later_sent = self.window.iter().skip(i + 1).any(|o| o.slot == Slot::Sent);
+            return (!later_sent).then_some(Target::Window(i));
+        }
+        let unacked = self
+            .window
+            .iter()
+            .filter(|o| !matches!(o.slot, Slot::Acked { .. }))
+            .count();
+        if unacked >= self.produce.max_in_flight_per_partition.clamp(1, 5) {
+            return None;
+        }
+        (!self.queue.is_empty()).then_some(Target::Queue)
+    }
+
+    /// The next batch to send, with its header rewritten for this shard's producer. Returns the
+    /// sequence number that identifies it in [`Partition::handle_produced`].
+    pub fn poll_send(&mut self, now: Instant) -> Option<(i32, PartitionBatch)> {
+        let target = self.next_sendable(now)?;
+        let (pid, epoch) = self.producer?;
+        let idx = match target {
+            Target::Window(i) => i,
+            Target::Queue => {
+                let mut o = self.queue.pop_front()?;
+                o.seq = Some(self.next_seq);
+                self.next_seq = increment_sequence(self.next_seq, o.records);
+                self.window.push_back(o);
+                self.window.len() - 1
+            }
+        };
+        let o = &mut self.window[idx];
+        o.slot = Slot::Sent;
+        let seq = o.seq.expect("window entries have sequence numbers");
+        let head: [u8; HEADER_LEN] = HeaderRewrite {
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+        }
+        .apply(&o.batch);
+        Some((
+            seq,
+            PartitionBatch {
+                partition: self.key.partition,
+                head,
+                payload: o.batch.payload(),
+            },
+        ))
+    }
+
+    /// Records the target's answer for the batch with sequence `seq`.
+    pub fn handle_produced(
+        &mut self,
+        seq: i32,
+        outcome: ProduceOutcome,
+        now: Instant,
+        stats: &mut ShardStats,
+    ) -> Result<(), Failure> {
+        let Some(i) = self
+            .window
+            .iter()
+            .position(|o| o.seq == Some(seq) && o.slot == Slot::Sent)
+        else {
+            return Ok(()); // stale: the partition was reset since
+        };
+        match outcome {
+            ProduceOutcome::Appended { base_offset } => {
+                self.window[i].slot = Slot::Acked { base_offset };
+            }
+            ProduceOutcome::Error { code, message } => {
+                let err = ResponseError::try_from_code(code);
+                match err {
+                    None => self.window[i].slot = Slot::Acked { base_offset: -1 },
+                    // The broker already has this batch: it was written by an earlier attempt.
+                    Some(ResponseError::DuplicateSequenceNumber) => {
+                        self.window[i].slot = Slot::Acked { base_offset: -1 };
+                    }
+                    // Out of order is expected right behind a failed batch; otherwise our
+                    // sequence state is broken and retrying cannot fix it.
+                    Some(ResponseError::OutOfOrderSequenceNumber)
+                        if self.window.iter().take(i).any(|o| o.slot == Slot::Failed) =>
+                    {
+                        self.mark_failed(i, now, stats);
+                    }
+                    Some(e) if e.is_retriable() || crate::shard::is_routing_error(e) => {
+                        if crate::shard::is_routing_error(e) {
+                            self.needs_target_leader = true;
+                        }
+                        self.mark_failed(i, now, stats);
+                    }
+                    Some(e) => {
+                        let o = &self.window[i];
+                        let first = o.runs.first().map_or(-1, |r| r.first);
+                        let kind = match e {
+                            ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => {
+                                FailureKind::RecordTooLarge
+                            }
+                            _ => FailureKind::TargetRejected,
+                        };
+                        let msg = format!(
+                            "target partition {}-{} rejected the batch of source offsets {}..={} (from {}-{}): {e}{}",
+                            self.target_topic,
+                            self.key.partition,
+                            first,
+                            first + i64::from(o.records) - 1,
+                            self.key.topic,
+                            self.key.partition,
+                            message.map(|m| format!(": {m}")).unwrap_or_default()
+                        );
+                        return self.fail_with(kind, msg);
+                    }
+                }
+            }
+            ProduceOutcome::Lost { .. } => {
+                self.needs_target_leader = true;
+                self.mark_failed(i, now, stats);
+            }
+        }
+        self.settle(stats);
+        self.check_delivery_timeout(now)
+    }
+
+    fn mark_failed(&mut self, i: usize, now: Instant, stats: &mut ShardStats) {
+        self.window[i].slot = Slot::Failed;
+        stats.produce_retries += 1;
+        self.failing_since.get_or_insert(now);
+        self.retry_at = Some(now + Duration::from_millis(self.produce.retry_backoff_ms));
+    }
+
+    fn check_delivery_timeout(&mut self, now: Instant) -> Result<(), Failure> {
+        if let Some(since) = self.failing_since
+            && now.duration_since(since) > Duration::from_millis(self.produce.delivery_timeout_ms)
+        {
+            let msg = format!(
+                "target partition {}-{}: retriable errors persisted for more than delivery.timeout.ms={} ms",
+                self.target_topic, self.key.partition, self.produce.delivery_timeout_ms
+            );
+            return self.fail_with(FailureKind::DeliveryTimeout, msg);
+        }
+        Ok(())
+    }
+
+    /// Moves the acknowledged prefix of the window out: progress and mapping segments.
+    fn settle(&mut self, stats: &mut ShardStats) {
+        while let Some(Slot::Acked { base_offset }) = self.window.front().map(|o| o.slot) {
+            let o = self.window.pop_front().expect("front exists");
+            self.queued_bytes -= o.batch.size();
+            stats.produced_batches += 1;
+            stats.produced_records += o.records as u64;
+            stats.produced_bytes += o.batch.size() as u64;
+            if base_offset >= 0 {
+                let mut downstream = base_offset;
+                for run in &o.runs {
+                    self.add_mapping(MappingSegment {
+                        upstream: run.first,
+                        downstream,
+                        count: run.len,
+                    });
+                    downstream += i64::from(run.len);
+                }
+            }
+            self.acked_next = self.acked_next.max(o.next_after);
+            let _ = o.rebuilt;
+        }
+        if !self.window.iter().any(|o| o.slot == Slot::Failed) {
+            self.failing_since = None;
+            self.retry_at = None;
+        }
+    }
+
+    fn add_mapping(&mut self, seg: MappingSegment) {
+        if let Some(last) = self.mappings.last_mut()
+            && last.upstream + i64::from(last.count) == seg.upstream
+            && last.downstream + i64::from(last.count) == seg.downstream
+            && let Some(count) = last.count.checked_add(seg.count)
+        {
+            last.count = count;
+            return;
+        }
+        self.mappings.push(seg);
+    }
+
+    /// New mapping segments since the last call.
+    pub fn take_mappings(&mut self) -> Vec<MappingSegment> {
+        std::mem::take(&mut self.mappings)
+    }
+
+    /// Puts back segments a full channel refused, ahead of newer ones.
+    pub fn restore_mappings(&mut self, mut older: Vec<MappingSegment>) {
+        older.append(&mut self.mappings);
+        self.mappings = older;
+    }
+
+    pub fn progress(&self) -> PartitionProgress {
+        PartitionProgress {
+            key: self.key.clone(),
+            next_offset: self.acked_next,
+            fetch_offset: self.fetch_offset,
+            end_offset: self.end_offset,
+            log_start_offset: self.log_start_offset,
+            queued_batches: self.window.len() + self.queue.len(),
+            paused: self.status == Status::Paused,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Window(usize),
+    Queue,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{BatchBuilder, Compression, Record, decode_records};
+    use bytes::BytesMut;
+
+    fn batch(base: i64, n: usize, codec: Compression) -> Bytes {
+        let records: Vec<Record> = (0..n)
+            .map(|i| Record::new(1_000 + i as i64, Some(Bytes::from(format!("k{i}"))), Some(Bytes::from(format!("v{}", base + i as i64)))))
+            .collect();
+        BatchBuilder::new(codec)
+            .base_offset(base)
+            .push_all(&records)
+            .unwrap()
+            .build()
+            .unwrap()
+    }
+
+    fn set(batches: &[Bytes]) -> Bytes {
+        let mut b = BytesMut::new();
+        for x in batches {
+            b.extend_from_slice(x);
+        }
+        b.freeze()
+    }
+
+    fn part(start: i64) -> Partition {
+        let mut p = Partition::new(
+            PartitionKey::new(0, "src", 0),
+            Arc::from("A.src"),
+            start,
+            1_048_588,
+            FetchSettings::default(),
+            ProduceSettings::default(),
+        );
+        p.needs_source_leader = false;
+        p.needs_target_leader = false;
+        p.set_producer(7, 0);
+        p
+    }
+
+    fn fetched(records: Bytes, hw: i64) -> Fetched {
+        Fetched {
+            high_watermark: hw,
+            last_stable_offset: hw,
+            records: Some(records),
+            ..Fetched::default()
+        }
+    }
+
+    fn ticket() -> (Rc<Cell<usize>>, Rc<FrameTicket>) {
+        let budget = Rc::new(Cell::new(0));
+        let t = FrameTicket::new(1000, &budget);
+        (budget, t)
+    }
+
+    #[test]
+    fn fast_path_forwards_payload_by_reference_and_maps_exactly() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (budget, t) = ticket();
+        let rs = set(&[batch(0, 3, Compression::None), batch(3, 2, Compression::Lz4)]);
+        p.handle_fetch(fetched(rs.clone(), 5), &t, &mut st).unwrap();
+        drop(t);
+        assert_eq!(st.fast_batches, 2);
+        let now = Instant::now();
+        let (s0, b0) = p.poll_send(now).unwrap();
+        let (s1, b1) = p.poll_send(now).unwrap();
+        assert_eq!((s0, s1), (0, 3));
+        // Zero copy: the payload points into the fetched record set.
+        let rs_range = rs.as_ptr() as usize..rs.as_ptr() as usize + rs.len();
+        assert!(rs_range.contains(&(b0.payload.as_ptr() as usize)));
+        // Rewritten header: base offset 0, our producer, valid CRC.
+        let mut whole = b1.head.to_vec();
+        whole.extend_from_slice(&b1.payload);
+        let rb = RawBatch::new(Bytes::from(whole)).unwrap();
+        assert_eq!((rb.base_offset(), rb.producer_id(), rb.base_sequence()), (0, 7, 3));
+        rb.verify_crc().unwrap();
+        assert_eq!(decode_records(&rb, 1 << 20).unwrap().len(), 2);
+
+        p.handle_produced(s1, ProduceOutcome::Appended { base_offset: 103 }, now, &mut st).unwrap();
+        assert_eq!(p.next_offset(), 0, "progress waits for the earlier batch");
+        p.handle_produced(s0, ProduceOutcome::Appended { base_offset: 100 }, now, &mut st).unwrap();
+        assert_eq!(p.next_offset(), 5);
+        assert_eq!(
+            p.take_mappings(),
+            vec![MappingSegment { upstream: 0, downstream: 100, count: 5 }]
+        );
+        assert_eq!(p.queued_bytes(), 0);
+        assert_eq!(budget.get(), 0, "frame memory released once acknowledged");
+    }
+
+    #[test]
+    fn resume_inside_a_batch_takes_the_slow_path_and_keeps_offsets_exact() {
+        let mut p = part(2);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        p.handle_fetch(fetched(set(&[batch(0, 5, Compression::Zstd)]), 5), &t, &mut st).unwrap();
+        assert_eq!(st.slow_batches, 1);
+        let now = Instant::now();
+        let (seq, b) = p.poll_send(now).unwrap();
+        let mut whole = b.head.to_vec();
+        whole.extend_from_slice(&b.payload);
+        let rb = RawBatch::new(Bytes::from(whole)).unwrap();
+        let recs = decode_records(&rb, 1 << 20).unwrap();
+        let values: Vec<_> = recs.iter().map(|r| r.value.clone().unwrap()).collect();
+        assert_eq!(values, vec![Bytes::from("v2"), Bytes::from("v3"), Bytes::from("v4")]);
+        p.handle_produced(seq, ProduceOutcome::Appended { base_offset: 40 }, now, &mut st).unwrap();
+        assert_eq!(p.next_offset(), 5);
+        assert_eq!(p.take_mappings(), vec![MappingSegment { upstream: 2, downstream: 40, count: 3 }]);
+    }
+
+    #[test]
+    fn retriable_failure_resends_with_the_same_sequence_in_order() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        let rs = set(&[batch(0, 1, Compression::None), batch(1, 1, Compression::None), batch(2, 1, Compression::None)]);
+        p.handle_fetch(fetched(rs, 3), &t, &mut st).unwrap();
+        let now = Instant::now();
+        let sent: Vec<i32> = (0..3).map(|_| p.poll_send(now).unwrap().0).collect();
+        assert_eq!(sent, vec![0, 1, 2]);
+        // The leader moved: the first fails, the rest fail out of order behind it.
+        p.handle_produced(0, ProduceOutcome::Error { code: 6, message: None }, now, &mut st).unwrap();
+        assert!(p.needs_target_leader);
+        p.needs_target_leader = false;
+        assert!(p.poll_send(now).is_none(), "waits for the later batches' answers");
+        p.handle_produced(1, ProduceOutcome::Error { code: 45, message: None }, now, &mut st).unwrap();
+        p.handle_produced(2, ProduceOutcome::Error { code: 45, message: None }, now, &mut st).unwrap();
+        assert!(p.poll_send(now).is_none(), "backs off first");
+        let later = now + Duration::from_secs(1);
+        let resent: Vec<i32> = (0..3).map(|_| p.poll_send(later).unwrap().0).collect();
+        assert_eq!(resent, vec![0, 1, 2]);
+        for s in resent {
+            p.handle_produced(s, ProduceOutcome::Appended { base_offset: 10 + i64::from(s) }, later, &mut st).unwrap();
+        }
+        assert_eq!(p.next_offset(), 3);
+        assert_eq!(st.produce_retries, 3);
+    }
+
+    #[test]
+    fn a_batch_acked_behind_a_failed_one_counts_once_the_gap_closes() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        p.handle_fetch(fetched(set(&[batch(0, 2, Compression::None), batch(2, 2, Compression::None)]), 4), &t, &mut st).unwrap();
+        let now = Instant::now();
+        let (a, _) = p.poll_send(now).unwrap();
+        let (b, _) = p.poll_send(now).unwrap();
+        // A timed-out acks=all write that did land, then the next one succeeded.
+        p.handle_produced(a, ProduceOutcome::Lost { reason: "timeout".into() }, now, &mut st).unwrap();
+        p.handle_produced(b, ProduceOutcome::Appended { base_offset: 52 }, now, &mut st).unwrap();
+        assert_eq!(p.next_offset(), 0);
+        p.needs_target_leader = false;
+        let later = now + Duration::from_secs(1);
+        let (again, _) = p.poll_send(later).unwrap();
+        assert_eq!(again, a);
+        // The broker recognises the duplicate.
+        p.handle_produced(a, ProduceOutcome::Error { code: 46, message: None }, later, &mut st).unwrap();
+        assert_eq!(p.next_offset(), 4);
+        assert_eq!(p.take_mappings(), vec![MappingSegment { upstream: 2, downstream: 52, count: 2 }]);
+    }
+
+    #[test]
+    fn in_flight_window_is_bounded() {
+        let mut p = part(0);
+        p.produce.max_in_flight_per_partition = 2;
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        let rs = set(&(0..4).map(|i| batch(i, 1, Compression::None)).collect::<Vec<_>>());
+        p.handle_fetch(fetched(rs, 4), &t, &mut st).unwrap();
+        let now = Instant::now();
+        assert!(p.poll_send(now).is_some());
+        assert!(p.poll_send(now).is_some());
+        assert!(p.poll_send(now).is_none());
+        p.handle_produced(0, ProduceOutcome::Appended { base_offset: 0 }, now, &mut st).unwrap();
+        assert!(p.poll_send(now).is_some());
+    }
+
+    #[test]
+    fn control_and_aborted_batches_are_dropped_and_progress_moves_past_them() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        let aborted = BatchBuilder::new(Compression::None)
+            .base_offset(0)
+            .producer(99, 0, 0)
+            .transactional(true)
+            .push_all(&[Record::new(1, None, Some(Bytes::from("x")))])
+            .unwrap()
+            .build()
+            .unwrap();
+        let marker = crate::batch::end_txn_marker(crate::batch::ControlType::Abort, 1, 99, 0, 5);
+        let data = Fetched {
+            high_watermark: 2,
+            last_stable_offset: 2,
+            aborted: vec![(99, 0)],
+            records: Some(set(&[aborted, marker])),
+            ..Fetched::default()
+        };
+        p.handle_fetch(data, &t, &mut st).unwrap();
+        assert_eq!((st.dropped_aborted, st.dropped_control), (1, 1));
+        assert!(p.poll_send(Instant::now()).is_none());
+        assert_eq!(p.next_offset(), 2);
+        assert_eq!(p.fetch_offset(), 2);
+    }
+
+    #[test]
+    fn a_record_too_large_for_the_target_stops_only_this_partition() {
+        let mut p = part(0);
+        p.set_max_message_bytes(100);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        let big = BatchBuilder::new(Compression::None)
+            .push_all(&[Record::new(1, None, Some(Bytes::from(vec![b'x'; 500])))])
+            .unwrap()
+            .build()
+            .unwrap();
+        let err = p.handle_fetch(fetched(big, 1), &t, &mut st).unwrap_err();
+        assert_eq!(err.kind, FailureKind::RecordTooLarge);
+        assert!(err.message.contains("max.message.bytes=100"), "{}", err.message);
+        assert!(matches!(p.status(), Status::Failed(_)));
+        assert!(p.poll_send(Instant::now()).is_none());
+    }
+
+    #[test]
+    fn truncated_source_is_a_lost_position() {
+        let mut p = part(10);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        let data = Fetched { error_code: 1, log_start_offset: 50, high_watermark: 80, ..Fetched::default() };
+        let err = p.handle_fetch(data, &t, &mut st).unwrap_err();
+        assert_eq!(err.kind, FailureKind::PositionLost { position: 10, log_start_offset: 50 });
+        p.seek(50);
+        assert_eq!(p.status(), &Status::Running);
+        assert_eq!(p.next_offset(), 50);
+    }
+
+    #[test]
+    fn partial_trailing_batch_is_refetched() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        let two = set(&[batch(0, 2, Compression::None), batch(2, 2, Compression::None)]);
+        let cut = two.slice(..two.len() - 5);
+        p.handle_fetch(fetched(cut, 4), &t, &mut st).unwrap();
+        assert_eq!(p.fetch_offset(), 2);
+        assert_eq!(st.fast_batches, 1);
+    }
+
+    #[test]
+    fn draining_drops_unsent_batches_and_keeps_progress_honest() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        p.handle_fetch(fetched(set(&[batch(0, 2, Compression::None), batch(2, 2, Compression::None)]), 4), &t, &mut st).unwrap();
+        let now = Instant::now();
+        let (s, _) = p.poll_send(now).unwrap();
+        p.drain();
+        assert!(!p.is_quiet());
+        assert!(p.poll_send(now).is_none());
+        p.handle_produced(s, ProduceOutcome::Appended { base_offset: 0 }, now, &mut st).unwrap();
+        assert!(p.is_quiet());
+        assert_eq!(p.next_offset(), 2, "the unsent second batch will be refetched by the next owner");
+    }
+}
