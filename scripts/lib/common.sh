@@ -91,3 +91,6 @@ strait_ensure_kafka() {
 
 # The classpath Kafka's scripts would build: every jar in libs.
 strait_kafka_classpath() { printf '%s\n' "$KAFKA_LIBS_DIR/*"; }
+
+# Prints a script's header comment (from line 2 to the first non-comment line) as its usage.
+strait_usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$1"; }
