@@ -64,6 +64,7 @@ fn topics_offsets_and_configs() {
                 .await
                 .unwrap();
             let err = again[0].1.as_ref().unwrap_err();
+            assert!(err.to_string().contains(addr), "{err}");
             assert!(err.is(ResponseError::TopicAlreadyExists), "{err}");
             assert!(err.to_string().contains(&topic), "{err}");
 
@@ -121,7 +122,10 @@ fn topics_offsets_and_configs() {
             assert!(bad.contains(&format!("{topic}-9")), "{bad}");
 
             // Configs: describe, alter, describe.
-            let cfgs = c.describe_topic_configs(std::slice::from_ref(&topic)).await.unwrap();
+            let cfgs = c
+                .describe_topic_configs(std::slice::from_ref(&topic))
+                .await
+                .unwrap();
             let entries = cfgs[&topic].as_ref().unwrap();
             let retention = entries.iter().find(|e| e.name == "retention.ms").unwrap();
             assert_eq!(retention.value.as_deref(), Some("123456789"));
@@ -137,7 +141,10 @@ fn topics_offsets_and_configs() {
             )
             .await
             .unwrap();
-            let cfgs = c.describe_topic_configs(std::slice::from_ref(&topic)).await.unwrap();
+            let cfgs = c
+                .describe_topic_configs(std::slice::from_ref(&topic))
+                .await
+                .unwrap();
             let entries = cfgs[&topic].as_ref().unwrap();
             let get = |n: &str| entries.iter().find(|e| e.name == n).unwrap().clone();
             assert_eq!(get("cleanup.policy").value.as_deref(), Some("compact"));

@@ -25,10 +25,20 @@ fn endpoint(alias: &str, addr: &str) -> Arc<ClusterEndpoint> {
 fn create(addr: &str, topic: &str, partitions: i32) {
     let tb = Testbed::get();
     strait_dataplane::io::block_on(IoBackend::Epoll, async {
-        let c = Cluster::new("x", vec![addr.into()], setup(tb.plaintext(), IoBackend::Epoll), RetryConfig::default());
+        let c = Cluster::new(
+            "x",
+            vec![addr.into()],
+            setup(tb.plaintext(), IoBackend::Epoll),
+            RetryConfig::default(),
+        );
         let r = c
             .create_topics(
-                &[NewTopic { name: topic.into(), partitions, replication_factor: -1, configs: vec![] }],
+                &[NewTopic {
+                    name: topic.into(),
+                    partitions,
+                    replication_factor: -1,
+                    configs: vec![],
+                }],
                 30_000,
             )
             .await
@@ -43,10 +53,23 @@ fn consume(addr: &str, topic: &str, n: usize) -> Vec<String> {
     let out = kafka_tool_ok(
         "kafka-console-consumer",
         &[
-            "--bootstrap-server", addr, "--topic", topic, "--from-beginning",
-            "--max-messages", &n.to_string(), "--timeout-ms", "20000",
-            "--property", "print.key=true", "--property", "print.headers=true",
-            "--property", "print.timestamp=true", "--isolation-level", "read_committed",
+            "--bootstrap-server",
+            addr,
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--max-messages",
+            &n.to_string(),
+            "--timeout-ms",
+            "20000",
+            "--property",
+            "print.key=true",
+            "--property",
+            "print.headers=true",
+            "--property",
+            "print.timestamp=true",
+            "--isolation-level",
+            "read_committed",
         ],
         None,
     );
@@ -63,14 +86,24 @@ fn forwards_console_producer_batches_on_both_drivers() {
         let remote = format!("A.{topic}");
         create(tb.source(), &topic, 1);
         create(tb.target(), &remote, 1);
-        let lines: String = (0..500).map(|i| format!("h{i}:x\tk{i}\tvalue-{i}\n")).collect();
+        let lines: String = (0..500)
+            .map(|i| format!("h{i}:x\tk{i}\tvalue-{i}\n"))
+            .collect();
         kafka_tool_ok(
             "kafka-console-producer",
             &[
-                "--bootstrap-server", tb.source(), "--topic", &topic,
-                "--compression-codec", "lz4",
-                "--property", "parse.key=true", "--property", "parse.headers=true",
-                "--producer-property", "linger.ms=50",
+                "--bootstrap-server",
+                tb.source(),
+                "--topic",
+                &topic,
+                "--compression-codec",
+                "lz4",
+                "--property",
+                "parse.key=true",
+                "--property",
+                "parse.headers=true",
+                "--producer-property",
+                "linger.ms=50",
             ],
             Some(lines.as_bytes()),
         );
@@ -96,19 +129,33 @@ fn forwards_console_producer_batches_on_both_drivers() {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut mapped = 0u64;
         loop {
-            assert!(Instant::now() < deadline, "{}: not caught up in time", backend.name());
+            assert!(
+                Instant::now() < deadline,
+                "{}: not caught up in time",
+                backend.name()
+            );
             match ev_rx.recv_timeout(Duration::from_secs(5)) {
-                Ok(ShardEvent::Report { progress, mappings, stats, .. }) => {
+                Ok(ShardEvent::Report {
+                    progress,
+                    mappings,
+                    stats,
+                    ..
+                }) => {
                     for (_, segs) in mappings {
                         mapped += segs.iter().map(|s| u64::from(s.count)).sum::<u64>();
                     }
-                    if progress.iter().any(|p| p.key == key && p.next_offset == 500) {
+                    if progress
+                        .iter()
+                        .any(|p| p.key == key && p.next_offset == 500)
+                    {
                         assert!(stats.fast_batches > 0);
                         assert_eq!(stats.slow_batches, 0);
                         break;
                     }
                 }
-                Ok(ShardEvent::PartitionFailed { error, .. }) => panic!("partition failed: {error}"),
+                Ok(ShardEvent::PartitionFailed { error, .. }) => {
+                    panic!("partition failed: {error}")
+                }
                 Ok(other) => panic!("unexpected event {other:?}"),
                 Err(_) => {}
             }
@@ -116,7 +163,10 @@ fn forwards_console_producer_batches_on_both_drivers() {
         assert_eq!(mapped, 500, "every record has an exact mapping");
         shard.commands.send(ShardCommand::Shutdown).unwrap();
         loop {
-            match ev_rx.recv_timeout(Duration::from_secs(30)).expect("shard stops") {
+            match ev_rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("shard stops")
+            {
                 ShardEvent::Stopped { error, .. } => {
                     assert_eq!(error, None);
                     break;
@@ -129,6 +179,11 @@ fn forwards_console_producer_batches_on_both_drivers() {
         let src = consume(tb.source(), &topic, 500);
         let dst = consume(tb.target(), &remote, 500);
         assert_eq!(src.len(), 500);
-        assert_eq!(src, dst, "{}: target records differ from source", backend.name());
+        assert_eq!(
+            src,
+            dst,
+            "{}: target records differ from source",
+            backend.name()
+        );
     }
 }

@@ -436,6 +436,29 @@ impl Cluster {
         }
     }
 
+    /// Sends `req` to any broker (with retries) and returns the broker's address with the
+    /// response, so that errors in the response can name the broker.
+    async fn any_call<R: kafka_protocol::protocol::Request>(
+        &self,
+        api: &'static str,
+        topic: Option<&str>,
+        req: &R,
+    ) -> Result<(String, R::Response)> {
+        self.retrying(api, || async {
+            let conn = self.any_conn().await?;
+            let mut ctx = self.ctx(api).broker(conn.broker());
+            if let Some(t) = topic {
+                ctx = ctx.topic(t);
+            }
+            let resp = conn
+                .call(req)
+                .await
+                .map_err(|e| ClusterError::wire(ctx, e))?;
+            Ok((conn.broker().to_string(), resp))
+        })
+        .await
+    }
+
     /// The cached metadata.
     pub fn metadata(&self) -> Metadata {
         self.metadata.borrow().clone()
@@ -684,20 +707,13 @@ impl Cluster {
                     .collect(),
             );
         // Any broker forwards CreateTopics to the KRaft controller.
-        let resp = self
-            .retrying("CreateTopics", || async {
-                let conn = self.any_conn().await?;
-                conn.call(&req)
-                    .await
-                    .map_err(|e| ClusterError::wire(self.ctx("CreateTopics"), e))
-            })
-            .await?;
+        let (broker, resp) = self.any_call("CreateTopics", None, &req).await?;
         Ok(resp
             .topics
             .into_iter()
             .map(|t| {
                 let name = t.name.0.to_string();
-                let ctx = self.ctx("CreateTopics").topic(&name);
+                let ctx = self.ctx("CreateTopics").broker(&broker).topic(&name);
                 let r = match ClusterError::kafka(
                     ctx,
                     t.error_code,
@@ -718,18 +734,12 @@ impl Cluster {
             .with_topics(vec![
                 CreatePartitionsTopic::default()
                     .with_name(TopicName(sb(topic)))
-                    .with_count(count),
+                    .with_count(count)
+                    .with_assignments(None),
             ]);
-        let resp = self
-            .retrying("CreatePartitions", || async {
-                let conn = self.any_conn().await?;
-                conn.call(&req)
-                    .await
-                    .map_err(|e| ClusterError::wire(self.ctx("CreatePartitions").topic(topic), e))
-            })
-            .await?;
+        let (broker, resp) = self.any_call("CreatePartitions", Some(topic), &req).await?;
         for r in resp.results {
-            let ctx = self.ctx("CreatePartitions").topic(topic);
+            let ctx = self.ctx("CreatePartitions").broker(&broker).topic(topic);
             if let Some(e) =
                 ClusterError::kafka(ctx, r.error_code, r.error_message.map(|m| m.to_string()))
             {
@@ -756,18 +766,11 @@ impl Cluster {
                 })
                 .collect(),
         );
-        let resp = self
-            .retrying("DescribeConfigs", || async {
-                let conn = self.any_conn().await?;
-                conn.call(&req)
-                    .await
-                    .map_err(|e| ClusterError::wire(self.ctx("DescribeConfigs"), e))
-            })
-            .await?;
+        let (broker, resp) = self.any_call("DescribeConfigs", None, &req).await?;
         let mut out = BTreeMap::new();
         for r in resp.results {
             let name = r.resource_name.to_string();
-            let ctx = self.ctx("DescribeConfigs").topic(&name);
+            let ctx = self.ctx("DescribeConfigs").broker(&broker).topic(&name);
             let entry = match ClusterError::kafka(
                 ctx,
                 r.error_code,
@@ -815,16 +818,14 @@ impl Cluster {
                         .collect(),
                 ),
         ]);
-        let resp = self
-            .retrying("IncrementalAlterConfigs", || async {
-                let conn = self.any_conn().await?;
-                conn.call(&req).await.map_err(|e| {
-                    ClusterError::wire(self.ctx("IncrementalAlterConfigs").topic(topic), e)
-                })
-            })
+        let (broker, resp) = self
+            .any_call("IncrementalAlterConfigs", Some(topic), &req)
             .await?;
         for r in resp.responses {
-            let ctx = self.ctx("IncrementalAlterConfigs").topic(topic);
+            let ctx = self
+                .ctx("IncrementalAlterConfigs")
+                .broker(&broker)
+                .topic(topic);
             if let Some(e) =
                 ClusterError::kafka(ctx, r.error_code, r.error_message.map(|m| m.to_string()))
             {
@@ -1146,19 +1147,12 @@ impl Cluster {
             .with_host_filter(None)
             .with_operation(acl::OPERATION_ANY)
             .with_permission_type(acl::PERMISSION_ANY);
-        let resp = self
-            .retrying("DescribeAcls", || async {
-                let conn = self.any_conn().await?;
-                conn.call(&req)
-                    .await
-                    .map_err(|e| ClusterError::wire(self.ctx("DescribeAcls"), e))
-            })
-            .await?;
+        let (broker, resp) = self.any_call("DescribeAcls", None, &req).await?;
         if resp.error_code == ResponseError::SecurityDisabled.code() {
             return Ok(None);
         }
         if let Some(e) = ClusterError::kafka(
-            self.ctx("DescribeAcls"),
+            self.ctx("DescribeAcls").broker(&broker),
             resp.error_code,
             resp.error_message.map(|m| m.to_string()),
         ) {
@@ -1198,20 +1192,16 @@ impl Cluster {
                 })
                 .collect(),
         );
-        let resp = self
-            .retrying("CreateAcls", || async {
-                let conn = self.any_conn().await?;
-                conn.call(&req)
-                    .await
-                    .map_err(|e| ClusterError::wire(self.ctx("CreateAcls"), e))
-            })
-            .await?;
+        let (broker, resp) = self.any_call("CreateAcls", None, &req).await?;
         Ok(resp
             .results
             .into_iter()
             .zip(bindings)
             .map(|(r, b)| {
-                let ctx = self.ctx("CreateAcls").topic(&b.resource_name);
+                let ctx = self
+                    .ctx("CreateAcls")
+                    .broker(&broker)
+                    .topic(&b.resource_name);
                 match ClusterError::kafka(ctx, r.error_code, r.error_message.map(|m| m.to_string()))
                 {
                     Some(e) => Err(e),

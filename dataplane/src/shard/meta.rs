@@ -16,7 +16,10 @@ use crate::wire::WireError;
 pub type Leaders = HashMap<(String, i32), Option<String>>;
 
 /// Connects to the first reachable bootstrap broker of `endpoint`.
-pub async fn any_broker(endpoint: &ClusterEndpoint, setup: &ConnSetup) -> Result<BrokerConn, WireError> {
+pub async fn any_broker(
+    endpoint: &ClusterEndpoint,
+    setup: &ConnSetup,
+) -> Result<BrokerConn, WireError> {
     let mut last = None;
     for addr in &endpoint.bootstrap {
         match BrokerConn::connect(addr, setup).await {
@@ -73,7 +76,9 @@ pub async fn init_producer_id(
     endpoint: &ClusterEndpoint,
     setup: &ConnSetup,
 ) -> Result<(i64, i16), String> {
-    let conn = any_broker(endpoint, setup).await.map_err(|e| e.to_string())?;
+    let conn = any_broker(endpoint, setup)
+        .await
+        .map_err(|e| e.to_string())?;
     let req = InitProducerIdRequest::default()
         .with_transactional_id(None)
         .with_transaction_timeout_ms(-1)

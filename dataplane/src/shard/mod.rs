@@ -13,8 +13,8 @@ pub mod partition;
 pub mod run;
 
 pub use channel::{
-    Assignment, ClusterEndpoint, FailureKind, FetchSettings, FlowId, MappingSegment,
-    PartitionKey, PartitionProgress, ProduceSettings, ShardCommand, ShardEvent, ShardStats,
+    Assignment, ClusterEndpoint, FailureKind, FetchSettings, FlowId, MappingSegment, PartitionKey,
+    PartitionProgress, ProduceSettings, ShardCommand, ShardEvent, ShardStats,
 };
 pub use run::{ShardConfig, ShardHandle, spawn_shard};
 

@@ -53,7 +53,8 @@ impl FrameTicket {
 
 impl Drop for FrameTicket {
     fn drop(&mut self) {
-        self.in_use.set(self.in_use.get().saturating_sub(self.bytes));
+        self.in_use
+            .set(self.in_use.get().saturating_sub(self.bytes));
     }
 }
 
@@ -376,13 +377,18 @@ impl Partition {
                         let raw = match RawBatch::new(rb.bytes) {
                             Ok(r) => r,
                             Err(e) => {
-                                return self.fail_with(FailureKind::Other, format!("rebuilt batch is invalid: {e}"));
+                                return self.fail_with(
+                                    FailureKind::Other,
+                                    format!("rebuilt batch is invalid: {e}"),
+                                );
                             }
                         };
                         let after = if i + 1 == n {
                             next
                         } else {
-                            rb.source_runs.last().map_or(next, |r| r.first + i64::from(r.len))
+                            rb.source_runs
+                                .last()
+                                .map_or(next, |r| r.first + i64::from(r.len))
                         };
                         self.push(raw, rb.source_runs, records, after, true, ticket);
                     }
@@ -394,7 +400,10 @@ impl Partition {
     }
 
     fn describe(&self, e: &BatchError) -> String {
-        format!("source partition {}-{}: {e}", self.key.topic, self.key.partition)
+        format!(
+            "source partition {}-{}: {e}",
+            self.key.topic, self.key.partition
+        )
     }
 
     fn fail_with(&mut self, kind: FailureKind, message: String) -> Result<(), Failure> {
@@ -719,7 +728,13 @@ mod tests {
 
     fn batch(base: i64, n: usize, codec: Compression) -> Bytes {
         let records: Vec<Record> = (0..n)
-            .map(|i| Record::new(1_000 + i as i64, Some(Bytes::from(format!("k{i}"))), Some(Bytes::from(format!("v{}", base + i as i64)))))
+            .map(|i| {
+                Record::new(
+                    1_000 + i as i64,
+                    Some(Bytes::from(format!("k{i}"))),
+                    Some(Bytes::from(format!("v{}", base + i as i64))),
+                )
+            })
             .collect();
         BatchBuilder::new(codec)
             .base_offset(base)
@@ -772,7 +787,10 @@ mod tests {
         let mut p = part(0);
         let mut st = ShardStats::default();
         let (budget, t) = ticket();
-        let rs = set(&[batch(0, 3, Compression::None), batch(3, 2, Compression::Lz4)]);
+        let rs = set(&[
+            batch(0, 3, Compression::None),
+            batch(3, 2, Compression::Lz4),
+        ]);
         p.handle_fetch(fetched(rs.clone(), 5), &t, &mut st).unwrap();
         drop(t);
         assert_eq!(st.fast_batches, 2);
@@ -787,17 +805,36 @@ mod tests {
         let mut whole = b1.head.to_vec();
         whole.extend_from_slice(&b1.payload);
         let rb = RawBatch::new(Bytes::from(whole)).unwrap();
-        assert_eq!((rb.base_offset(), rb.producer_id(), rb.base_sequence()), (0, 7, 3));
+        assert_eq!(
+            (rb.base_offset(), rb.producer_id(), rb.base_sequence()),
+            (0, 7, 3)
+        );
         rb.verify_crc().unwrap();
         assert_eq!(decode_records(&rb, 1 << 20).unwrap().len(), 2);
 
-        p.handle_produced(s1, ProduceOutcome::Appended { base_offset: 103 }, now, &mut st).unwrap();
+        p.handle_produced(
+            s1,
+            ProduceOutcome::Appended { base_offset: 103 },
+            now,
+            &mut st,
+        )
+        .unwrap();
         assert_eq!(p.next_offset(), 0, "progress waits for the earlier batch");
-        p.handle_produced(s0, ProduceOutcome::Appended { base_offset: 100 }, now, &mut st).unwrap();
+        p.handle_produced(
+            s0,
+            ProduceOutcome::Appended { base_offset: 100 },
+            now,
+            &mut st,
+        )
+        .unwrap();
         assert_eq!(p.next_offset(), 5);
         assert_eq!(
             p.take_mappings(),
-            vec![MappingSegment { upstream: 0, downstream: 100, count: 5 }]
+            vec![MappingSegment {
+                upstream: 0,
+                downstream: 100,
+                count: 5
+            }]
         );
         assert_eq!(p.queued_bytes(), 0);
         assert_eq!(budget.get(), 0, "frame memory released once acknowledged");
@@ -808,7 +845,12 @@ mod tests {
         let mut p = part(2);
         let mut st = ShardStats::default();
         let (_b, t) = ticket();
-        p.handle_fetch(fetched(set(&[batch(0, 5, Compression::Zstd)]), 5), &t, &mut st).unwrap();
+        p.handle_fetch(
+            fetched(set(&[batch(0, 5, Compression::Zstd)]), 5),
+            &t,
+            &mut st,
+        )
+        .unwrap();
         assert_eq!(st.slow_batches, 1);
         let now = Instant::now();
         let (seq, b) = p.poll_send(now).unwrap();
@@ -817,10 +859,26 @@ mod tests {
         let rb = RawBatch::new(Bytes::from(whole)).unwrap();
         let recs = decode_records(&rb, 1 << 20).unwrap();
         let values: Vec<_> = recs.iter().map(|r| r.value.clone().unwrap()).collect();
-        assert_eq!(values, vec![Bytes::from("v2"), Bytes::from("v3"), Bytes::from("v4")]);
-        p.handle_produced(seq, ProduceOutcome::Appended { base_offset: 40 }, now, &mut st).unwrap();
+        assert_eq!(
+            values,
+            vec![Bytes::from("v2"), Bytes::from("v3"), Bytes::from("v4")]
+        );
+        p.handle_produced(
+            seq,
+            ProduceOutcome::Appended { base_offset: 40 },
+            now,
+            &mut st,
+        )
+        .unwrap();
         assert_eq!(p.next_offset(), 5);
-        assert_eq!(p.take_mappings(), vec![MappingSegment { upstream: 2, downstream: 40, count: 3 }]);
+        assert_eq!(
+            p.take_mappings(),
+            vec![MappingSegment {
+                upstream: 2,
+                downstream: 40,
+                count: 3
+            }]
+        );
     }
 
     #[test]
@@ -828,24 +886,66 @@ mod tests {
         let mut p = part(0);
         let mut st = ShardStats::default();
         let (_b, t) = ticket();
-        let rs = set(&[batch(0, 1, Compression::None), batch(1, 1, Compression::None), batch(2, 1, Compression::None)]);
+        let rs = set(&[
+            batch(0, 1, Compression::None),
+            batch(1, 1, Compression::None),
+            batch(2, 1, Compression::None),
+        ]);
         p.handle_fetch(fetched(rs, 3), &t, &mut st).unwrap();
         let now = Instant::now();
         let sent: Vec<i32> = (0..3).map(|_| p.poll_send(now).unwrap().0).collect();
         assert_eq!(sent, vec![0, 1, 2]);
         // The leader moved: the first fails, the rest fail out of order behind it.
-        p.handle_produced(0, ProduceOutcome::Error { code: 6, message: None }, now, &mut st).unwrap();
+        p.handle_produced(
+            0,
+            ProduceOutcome::Error {
+                code: 6,
+                message: None,
+            },
+            now,
+            &mut st,
+        )
+        .unwrap();
         assert!(p.needs_target_leader);
         p.needs_target_leader = false;
-        assert!(p.poll_send(now).is_none(), "waits for the later batches' answers");
-        p.handle_produced(1, ProduceOutcome::Error { code: 45, message: None }, now, &mut st).unwrap();
-        p.handle_produced(2, ProduceOutcome::Error { code: 45, message: None }, now, &mut st).unwrap();
+        assert!(
+            p.poll_send(now).is_none(),
+            "waits for the later batches' answers"
+        );
+        p.handle_produced(
+            1,
+            ProduceOutcome::Error {
+                code: 45,
+                message: None,
+            },
+            now,
+            &mut st,
+        )
+        .unwrap();
+        p.handle_produced(
+            2,
+            ProduceOutcome::Error {
+                code: 45,
+                message: None,
+            },
+            now,
+            &mut st,
+        )
+        .unwrap();
         assert!(p.poll_send(now).is_none(), "backs off first");
         let later = now + Duration::from_secs(1);
         let resent: Vec<i32> = (0..3).map(|_| p.poll_send(later).unwrap().0).collect();
         assert_eq!(resent, vec![0, 1, 2]);
         for s in resent {
-            p.handle_produced(s, ProduceOutcome::Appended { base_offset: 10 + i64::from(s) }, later, &mut st).unwrap();
+            p.handle_produced(
+                s,
+                ProduceOutcome::Appended {
+                    base_offset: 10 + i64::from(s),
+                },
+                later,
+                &mut st,
+            )
+            .unwrap();
         }
         assert_eq!(p.next_offset(), 3);
         assert_eq!(st.produce_retries, 3);
@@ -856,22 +956,63 @@ mod tests {
         let mut p = part(0);
         let mut st = ShardStats::default();
         let (_b, t) = ticket();
-        p.handle_fetch(fetched(set(&[batch(0, 2, Compression::None), batch(2, 2, Compression::None)]), 4), &t, &mut st).unwrap();
+        p.handle_fetch(
+            fetched(
+                set(&[
+                    batch(0, 2, Compression::None),
+                    batch(2, 2, Compression::None),
+                ]),
+                4,
+            ),
+            &t,
+            &mut st,
+        )
+        .unwrap();
         let now = Instant::now();
         let (a, _) = p.poll_send(now).unwrap();
         let (b, _) = p.poll_send(now).unwrap();
         // A timed-out acks=all write that did land, then the next one succeeded.
-        p.handle_produced(a, ProduceOutcome::Lost { reason: "timeout".into() }, now, &mut st).unwrap();
-        p.handle_produced(b, ProduceOutcome::Appended { base_offset: 52 }, now, &mut st).unwrap();
+        p.handle_produced(
+            a,
+            ProduceOutcome::Lost {
+                reason: "timeout".into(),
+            },
+            now,
+            &mut st,
+        )
+        .unwrap();
+        p.handle_produced(
+            b,
+            ProduceOutcome::Appended { base_offset: 52 },
+            now,
+            &mut st,
+        )
+        .unwrap();
         assert_eq!(p.next_offset(), 0);
         p.needs_target_leader = false;
         let later = now + Duration::from_secs(1);
         let (again, _) = p.poll_send(later).unwrap();
         assert_eq!(again, a);
         // The broker recognises the duplicate.
-        p.handle_produced(a, ProduceOutcome::Error { code: 46, message: None }, later, &mut st).unwrap();
+        p.handle_produced(
+            a,
+            ProduceOutcome::Error {
+                code: 46,
+                message: None,
+            },
+            later,
+            &mut st,
+        )
+        .unwrap();
         assert_eq!(p.next_offset(), 4);
-        assert_eq!(p.take_mappings(), vec![MappingSegment { upstream: 2, downstream: 52, count: 2 }]);
+        assert_eq!(
+            p.take_mappings(),
+            vec![MappingSegment {
+                upstream: 2,
+                downstream: 52,
+                count: 2
+            }]
+        );
     }
 
     #[test]
@@ -880,13 +1021,16 @@ mod tests {
         p.produce.max_in_flight_per_partition = 2;
         let mut st = ShardStats::default();
         let (_b, t) = ticket();
-        let rs = set(&(0..4).map(|i| batch(i, 1, Compression::None)).collect::<Vec<_>>());
+        let rs = set(&(0..4)
+            .map(|i| batch(i, 1, Compression::None))
+            .collect::<Vec<_>>());
         p.handle_fetch(fetched(rs, 4), &t, &mut st).unwrap();
         let now = Instant::now();
         assert!(p.poll_send(now).is_some());
         assert!(p.poll_send(now).is_some());
         assert!(p.poll_send(now).is_none());
-        p.handle_produced(0, ProduceOutcome::Appended { base_offset: 0 }, now, &mut st).unwrap();
+        p.handle_produced(0, ProduceOutcome::Appended { base_offset: 0 }, now, &mut st)
+            .unwrap();
         assert!(p.poll_send(now).is_some());
     }
 
@@ -931,7 +1075,11 @@ mod tests {
             .unwrap();
         let err = p.handle_fetch(fetched(big, 1), &t, &mut st).unwrap_err();
         assert_eq!(err.kind, FailureKind::RecordTooLarge);
-        assert!(err.message.contains("max.message.bytes=100"), "{}", err.message);
+        assert!(
+            err.message.contains("max.message.bytes=100"),
+            "{}",
+            err.message
+        );
         assert!(matches!(p.status(), Status::Failed(_)));
         assert!(p.poll_send(Instant::now()).is_none());
     }
@@ -941,9 +1089,20 @@ mod tests {
         let mut p = part(10);
         let mut st = ShardStats::default();
         let (_b, t) = ticket();
-        let data = Fetched { error_code: 1, log_start_offset: 50, high_watermark: 80, ..Fetched::default() };
+        let data = Fetched {
+            error_code: 1,
+            log_start_offset: 50,
+            high_watermark: 80,
+            ..Fetched::default()
+        };
         let err = p.handle_fetch(data, &t, &mut st).unwrap_err();
-        assert_eq!(err.kind, FailureKind::PositionLost { position: 10, log_start_offset: 50 });
+        assert_eq!(
+            err.kind,
+            FailureKind::PositionLost {
+                position: 10,
+                log_start_offset: 50
+            }
+        );
         p.seek(50);
         assert_eq!(p.status(), &Status::Running);
         assert_eq!(p.next_offset(), 50);
@@ -954,7 +1113,10 @@ mod tests {
         let mut p = part(0);
         let mut st = ShardStats::default();
         let (_b, t) = ticket();
-        let two = set(&[batch(0, 2, Compression::None), batch(2, 2, Compression::None)]);
+        let two = set(&[
+            batch(0, 2, Compression::None),
+            batch(2, 2, Compression::None),
+        ]);
         let cut = two.slice(..two.len() - 5);
         p.handle_fetch(fetched(cut, 4), &t, &mut st).unwrap();
         assert_eq!(p.fetch_offset(), 2);
@@ -966,14 +1128,30 @@ mod tests {
         let mut p = part(0);
         let mut st = ShardStats::default();
         let (_b, t) = ticket();
-        p.handle_fetch(fetched(set(&[batch(0, 2, Compression::None), batch(2, 2, Compression::None)]), 4), &t, &mut st).unwrap();
+        p.handle_fetch(
+            fetched(
+                set(&[
+                    batch(0, 2, Compression::None),
+                    batch(2, 2, Compression::None),
+                ]),
+                4,
+            ),
+            &t,
+            &mut st,
+        )
+        .unwrap();
         let now = Instant::now();
         let (s, _) = p.poll_send(now).unwrap();
         p.drain();
         assert!(!p.is_quiet());
         assert!(p.poll_send(now).is_none());
-        p.handle_produced(s, ProduceOutcome::Appended { base_offset: 0 }, now, &mut st).unwrap();
+        p.handle_produced(s, ProduceOutcome::Appended { base_offset: 0 }, now, &mut st)
+            .unwrap();
         assert!(p.is_quiet());
-        assert_eq!(p.next_offset(), 2, "the unsent second batch will be refetched by the next owner");
+        assert_eq!(
+            p.next_offset(),
+            2,
+            "the unsent second batch will be refetched by the next owner"
+        );
     }
 }

@@ -335,11 +335,13 @@ impl Shard {
 
     fn assign(&mut self, a: Assignment) {
         for ep in [&a.source, &a.target] {
-            self.setups.entry(ep.alias.clone()).or_insert_with(|| ConnSetup {
-                config: ep.config.clone(),
-                tls: ep.tls.clone(),
-                backend: self.cfg.backend,
-            });
+            self.setups
+                .entry(ep.alias.clone())
+                .or_insert_with(|| ConnSetup {
+                    config: ep.config.clone(),
+                    tls: ep.tls.clone(),
+                    backend: self.cfg.backend,
+                });
         }
         let mut p = Partition::new(
             a.key.clone(),
@@ -450,7 +452,9 @@ impl Shard {
                 }
                 _ => {}
             }
-            let Some(setup) = self.setups.get(&ep.alias).cloned() else { continue };
+            let Some(setup) = self.setups.get(&ep.alias).cloned() else {
+                continue;
+            };
             self.producers.insert(ep.alias.clone(), ProducerId::Pending);
             let alias = ep.alias.clone();
             futs.push(Box::pin(async move {
@@ -489,7 +493,9 @@ impl Shard {
                 Some(Some(until)) if now < *until => continue,
                 _ => {}
             }
-            let Some(setup) = self.setups.get(&alias).cloned() else { continue };
+            let Some(setup) = self.setups.get(&alias).cloned() else {
+                continue;
+            };
             self.lookups.insert(alias.clone(), None);
             futs.push(Box::pin(async move {
                 let result = meta::lookup_leaders(&ep, &setup, topics).await;
@@ -522,7 +528,9 @@ impl Shard {
             if !start {
                 continue;
             }
-            let Some(setup) = self.setups.get(&alias).cloned() else { continue };
+            let Some(setup) = self.setups.get(&alias).cloned() else {
+                continue;
+            };
             self.conns.insert(addr.clone(), Conn::Connecting);
             futs.push(Box::pin(async move {
                 let result = BrokerConn::connect(&addr, &setup).await;
@@ -563,7 +571,9 @@ impl Shard {
             if self.fetching.contains(&fkey) {
                 continue;
             }
-            let Some(conn) = self.ready_conn(&addr) else { continue };
+            let Some(conn) = self.ready_conn(&addr) else {
+                continue;
+            };
             let settings = self.slots[&keys[0]].p.fetch;
             let remaining = self
                 .cfg
@@ -654,11 +664,16 @@ impl Shard {
             if let Some(addr) = &s.target_leader
                 && s.p.can_send(now)
             {
-                groups.entry((addr.clone(), k.flow)).or_default().push(k.clone());
+                groups
+                    .entry((addr.clone(), k.flow))
+                    .or_default()
+                    .push(k.clone());
             }
         }
         for ((addr, flow), keys) in groups {
-            let Some(conn) = self.ready_conn(&addr) else { continue };
+            let Some(conn) = self.ready_conn(&addr) else {
+                continue;
+            };
             let version = match conn.version_for::<ProduceRequest>() {
                 Ok(v) => v,
                 Err(e) => {
@@ -668,7 +683,11 @@ impl Shard {
             };
             let mut keys: VecDeque<PartitionKey> = keys.into();
             while !keys.is_empty() {
-                let in_flight = self.producing.get(&(addr.clone(), flow)).copied().unwrap_or(0);
+                let in_flight = self
+                    .producing
+                    .get(&(addr.clone(), flow))
+                    .copied()
+                    .unwrap_or(0);
                 if in_flight >= self.cfg.max_produce_requests_per_broker {
                     break;
                 }
@@ -678,11 +697,16 @@ impl Shard {
                 let (mut acks, mut timeout_ms) = (-1i16, 30_000i32);
                 while let Some(k) = keys.front().cloned() {
                     let s = self.slots.get_mut(&k).expect("grouped keys exist");
-                    if bytes > 0 && bytes + s.p.queued_bytes().min(1 << 20) > self.cfg.max_produce_request_bytes {
+                    if bytes > 0
+                        && bytes + s.p.queued_bytes().min(1 << 20)
+                            > self.cfg.max_produce_request_bytes
+                    {
                         break;
                     }
                     keys.pop_front();
-                    let Some((seq, pb)) = s.p.poll_send(now) else { continue };
+                    let Some((seq, pb)) = s.p.poll_send(now) else {
+                        continue;
+                    };
                     acks = s.p.produce.acks;
                     timeout_ms = s.p.produce.timeout_ms;
                     bytes += pb.len();
@@ -794,7 +818,8 @@ impl Shard {
             },
             Done::Producer { alias, result } => match result {
                 Ok((pid, epoch)) => {
-                    self.producers.insert(alias.clone(), ProducerId::Ready(pid, epoch));
+                    self.producers
+                        .insert(alias.clone(), ProducerId::Ready(pid, epoch));
                     for s in self.slots.values_mut() {
                         if s.target.alias == alias {
                             s.p.set_producer(pid, epoch);
@@ -896,7 +921,9 @@ impl Shard {
                     topic: Arc::from(topic),
                     partition: pd.partition_index,
                 };
-                let Some(s) = self.slots.get_mut(&pk) else { continue };
+                let Some(s) = self.slots.get_mut(&pk) else {
+                    continue;
+                };
                 let data = Fetched {
                     error_code: pd.error_code,
                     high_watermark: pd.high_watermark,
@@ -937,7 +964,13 @@ impl Shard {
             Err(e) => {
                 tracing::warn!(shard = self.cfg.index, broker = %addr, error = %e, "produce failed");
                 for (_, (k, seq)) in sent {
-                    outcomes.push((k, seq, ProduceOutcome::Lost { reason: e.to_string() }));
+                    outcomes.push((
+                        k,
+                        seq,
+                        ProduceOutcome::Lost {
+                            reason: e.to_string(),
+                        },
+                    ));
                 }
             }
             Ok(resp) => {
@@ -975,7 +1008,9 @@ impl Shard {
         }
         let mut failures = Vec::new();
         for (k, seq, outcome) in outcomes {
-            let Some(s) = self.slots.get_mut(&k) else { continue };
+            let Some(s) = self.slots.get_mut(&k) else {
+                continue;
+            };
             match s.p.handle_produced(seq, outcome, now, &mut self.stats) {
                 Ok(()) => {
                     if s.p.needs_target_leader {
