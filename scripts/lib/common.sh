@@ -16,9 +16,10 @@ STRAIT_SCRIPTS_DIR="$STRAIT_REPO_ROOT/scripts"
 STRAIT_KAFKA_CONF_DIR="$STRAIT_SCRIPTS_DIR/kafka"
 STRAIT_POM="$STRAIT_KAFKA_CONF_DIR/pom.xml"
 
-# Relative paths would change meaning when a script cds; make them absolute once.
-case "$STRAIT_CACHE_DIR" in /*) ;; *) STRAIT_CACHE_DIR="$PWD/$STRAIT_CACHE_DIR" ;; esac
-case "$STRAIT_TESTBED_DIR" in /*) ;; *) STRAIT_TESTBED_DIR="$PWD/$STRAIT_TESTBED_DIR" ;; esac
+# One spelling per directory: relative paths would change meaning when a script cds, and the
+# test bed recognises its brokers by the directory in their command line.
+STRAIT_CACHE_DIR="$(realpath -m -- "$STRAIT_CACHE_DIR")"
+STRAIT_TESTBED_DIR="$(realpath -m -- "$STRAIT_TESTBED_DIR")"
 
 # Prints to stderr so that stdout stays clean for tools whose output is parsed.
 strait_log() { printf '%s: %s\n' "${STRAIT_PROG:-strait}" "$*" >&2; }
