@@ -185,7 +185,12 @@ fn describe_regex_error(linear: Option<&regex::Error>, fancy: &fancy_regex::Erro
         .trim()
         .trim_start_matches("error: ")
         .to_string();
-    let fancy_msg = fancy.to_string();
+    // Positions refer to the anchored, translated pattern, not to what the user wrote.
+    let fancy_full = fancy.to_string();
+    let fancy_msg = match fancy_full.split_once(": ") {
+        Some((head, tail)) if head.starts_with("Parsing error at position") => tail.to_string(),
+        _ => fancy_full,
+    };
     if fancy_msg.is_empty() {
         linear_line
     } else if linear_line.is_empty() || linear_line == fancy_msg {

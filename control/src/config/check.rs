@@ -128,8 +128,13 @@ fn client(out: &mut String, c: &ClientConfig, typed: &[(&str, Setting<String>)])
     for (k, s) in typed {
         line(out, "        ", k, s);
     }
-    for l in c.properties.redacted_lines() {
-        let _ = writeln!(out, "        | {l}");
+    for (k, p) in &c.properties.0 {
+        let _ = writeln!(
+            out,
+            "        | {k} = {} ({})",
+            super::redact(k, &p.value),
+            origin(&p.origin)
+        );
     }
 }
 

@@ -86,7 +86,11 @@ impl ConfigError {
         }
         s.push_str(&self.message);
         if let Some(sugg) = &self.suggestion {
-            s.push_str(&format!(" (did you mean `{sugg}`?)"));
+            if self.kind == ErrorKind::Missing {
+                s.push_str(&format!(" (add `{sugg}`)"));
+            } else {
+                s.push_str(&format!(" (did you mean `{sugg}`?)"));
+            }
         }
         s
     }

@@ -232,6 +232,8 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
     }
     let mut raw: BTreeMap<String, RawEntry> = BTreeMap::new();
     let mut undeclared: BTreeSet<String> = BTreeSet::new();
+    // Keys whose references could not be resolved: their raw text is not checked again.
+    let mut unresolved: BTreeSet<String> = BTreeSet::new();
     for e in &props.entries {
         let expanded = if e.key.starts_with("config.providers") {
             Ok(providers::Expanded {
@@ -286,6 +288,7 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
                     Some(e.line),
                     err.to_string(),
                 ));
+                unresolved.insert(e.key.clone());
                 raw.insert(
                     e.key.clone(),
                     RawEntry {
@@ -325,6 +328,7 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
                 );
             }
             Classified::Scoped(scope, rest) => match validate::lookup(&scope, &rest) {
+                Some(_) if unresolved.contains(key) => {}
                 Some(found) => {
                     validate::check_value(key, e.line, &e.value, found, &mut errors, &mut warnings)
                 }
@@ -460,6 +464,20 @@ fn read_clusters(
                     "invalid cluster alias `{alias}`: aliases go into topic names, so they may hold only letters, digits, `.`, `_` and `-`{hint}"
                 ),
             ));
+            // Keep checking the other keys against the alias that was surely meant (the text
+            // before a blank or `#`), so one typo does not bury the file in follow-up errors.
+            let salvaged = alias
+                .split(|c: char| c.is_whitespace() || c == '#')
+                .next()
+                .unwrap_or("")
+                .to_string();
+            let salvage_ok = !salvaged.is_empty()
+                && salvaged
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            if salvage_ok && !out.contains(&salvaged) {
+                out.push(salvaged);
+            }
             continue;
         }
         if out.contains(&alias) {

@@ -1340,3 +1340,444 @@ pub(crate) fn address_set(addrs: &[BrokerAddress]) -> BTreeSet<String> {
         .map(|a| format!("{}:{}", a.host.to_ascii_lowercase(), a.port))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use strait_dataplane::wire::{KeyStore, SaslMechanism, SecurityProtocol, TrustStore};
+
+    use crate::config::model::{IoBackend, OffsetSyncsLocation, OnLostPosition, Origin};
+    use crate::config::values::{Acks, IsolationLevel};
+    use crate::config::{ConfigError, ErrorKind, Mm2Config, StaticEnv, WarningKind, load_with};
+
+    const HEAD: &str = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\nreplication.factor = 3\n";
+
+    fn try_load(extra: &str) -> Result<Mm2Config, Vec<ConfigError>> {
+        let env = StaticEnv::new().file("/m.properties", format!("{HEAD}{extra}"));
+        load_with(Path::new("/m.properties"), &env).map_err(|e| e.0)
+    }
+
+    fn load(extra: &str) -> Mm2Config {
+        match try_load(extra) {
+            Ok(c) => c,
+            Err(errs) => panic!("unexpected errors: {errs:#?}"),
+        }
+    }
+
+    fn line_of(o: &Origin) -> Option<u32> {
+        match o {
+            Origin::File { line, .. } => Some(*line),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn consumer_precedence_follows_mm2() {
+        let c = load(
+            "A.consumer.fetch.min.bytes = 100\n\
+             A->B.consumer.fetch.min.bytes = 200\n\
+             A->B.consumer.fetch.max.wait.ms = 50\n\
+             A.consumer.max.partition.fetch.bytes = 2048\n\
+             A->B.source.consumer.max.partition.fetch.bytes = 4096\n",
+        );
+        let sc = &c.flow("A", "B").expect("flow").clients.source_consumer;
+        // `A.consumer.x` becomes `source.consumer.x`, which beats the flow's `consumer.x`.
+        assert_eq!(sc.fetch_min_bytes.value, 100);
+        assert_eq!(line_of(&sc.fetch_min_bytes.origin), Some(6));
+        assert_eq!(sc.fetch_max_wait_ms.value, 50);
+        // The flow's own `source.consumer.x` overrides everything.
+        assert_eq!(sc.max_partition_fetch_bytes.value, 4096);
+        assert_eq!(line_of(&sc.max_partition_fetch_bytes.origin), Some(10));
+        // The flow's `consumer.x` also reaches the target-side consumers.
+        assert_eq!(
+            c.flow("A", "B")
+                .expect("flow")
+                .clients
+                .target_consumer
+                .fetch_max_wait_ms
+                .value,
+            50
+        );
+        // MM2 forces enable.auto.commit=false and defaults auto.offset.reset=earliest.
+        assert_eq!(
+            sc.client.properties.get("enable.auto.commit"),
+            Some("false")
+        );
+        assert_eq!(
+            sc.client.properties.get("auto.offset.reset"),
+            Some("earliest")
+        );
+    }
+
+    #[test]
+    fn connection_defaults_and_overrides() {
+        let c = load(
+            "security.protocol = SSL\n\
+             B.security.protocol = PLAINTEXT\n\
+             A.consumer.security.protocol = PLAINTEXT\n",
+        );
+        let f = c.flow("A", "B").expect("flow");
+        assert_eq!(
+            c.clusters["A"].security_protocol.value,
+            SecurityProtocol::Ssl
+        );
+        assert_eq!(
+            c.clusters["B"].security_protocol.value,
+            SecurityProtocol::Plaintext
+        );
+        assert_eq!(
+            f.clients.source_admin.client.conn.security_protocol,
+            SecurityProtocol::Ssl
+        );
+        assert_eq!(
+            f.clients.source_consumer.client.conn.security_protocol,
+            SecurityProtocol::Plaintext
+        );
+        assert_eq!(
+            f.clients.target_producer.client.conn.security_protocol,
+            SecurityProtocol::Plaintext
+        );
+        assert!(f.clients.source_admin.client.conn.tls.is_some());
+        // A top-level bootstrap.servers is a default for every cluster.
+        let env = StaticEnv::new().file("/m.properties", "clusters=A,B\nbootstrap.servers=x:1\nB.bootstrap.servers=b:1\nA->B.enabled=true\nreplication.factor=3\n");
+        let c = load_with(Path::new("/m.properties"), &env).expect("valid");
+        assert_eq!(
+            c.clusters["A"]
+                .bootstrap_servers
+                .as_ref()
+                .map(|s| s.value[0].to_string()),
+            Some("x:1".into())
+        );
+        assert_eq!(
+            c.clusters["B"]
+                .bootstrap_servers
+                .as_ref()
+                .map(|s| s.value[0].to_string()),
+            Some("b:1".into())
+        );
+    }
+
+    #[test]
+    fn connector_settings_top_level_then_flow() {
+        let c = load(
+            "topics = orders.*\nA->B.topics = payments\ngroups = g1\nemit.checkpoints.interval.seconds = 5\n",
+        );
+        let f = c.flow("A", "B").expect("flow");
+        assert_eq!(f.topics.value, vec!["payments".to_string()]);
+        assert_eq!(line_of(&f.topics.origin), Some(7));
+        assert_eq!(f.groups.value, vec!["g1".to_string()]);
+        assert_eq!(f.emit_checkpoints_interval_seconds.value, 5);
+        assert_eq!(f.topics_exclude.origin, Origin::MirrorMakerDefault);
+        assert!(f.should_replicate_topic("payments"));
+        assert!(!f.should_replicate_topic("orders"));
+        // B->A is heartbeat-only and takes the top-level value.
+        let ba = c.flow("B", "A").expect("flow");
+        assert!(!ba.enabled.value);
+        assert_eq!(ba.enabled.origin, Origin::MirrorMakerDefault);
+        assert_eq!(ba.topics.value, vec!["orders.*".to_string()]);
+    }
+
+    #[test]
+    fn herders_follow_heartbeats() {
+        let three = "clusters = A, B, C\nA.bootstrap.servers=a:1\nB.bootstrap.servers=b:1\nC.bootstrap.servers=c:1\nA->B.enabled=true\nreplication.factor=3\n";
+        let env = StaticEnv::new().file("/m.properties", three);
+        let c = load_with(Path::new("/m.properties"), &env).expect("valid");
+        // Every ordered pair: 6 flows, one replicating.
+        assert_eq!(c.flows.len(), 6);
+        assert_eq!(c.enabled_flows().count(), 1);
+        let env = StaticEnv::new().file(
+            "/m.properties",
+            format!("{three}emit.heartbeats.enabled=false\nC->A.emit.heartbeats.enabled=true\n"),
+        );
+        let c = load_with(Path::new("/m.properties"), &env).expect("valid");
+        let names: Vec<String> = c.flows.iter().map(|f| f.name()).collect();
+        assert_eq!(names, vec!["A->B".to_string(), "C->A".to_string()]);
+        assert!(
+            !c.flow("A", "B")
+                .expect("flow")
+                .emit_heartbeats_enabled
+                .value
+        );
+        assert!(c.flow("C", "A").expect("flow").heartbeats_only);
+    }
+
+    #[test]
+    fn policies() {
+        let c = load(
+            "A->B.replication.policy.separator = _\nreplication.policy.internal.topic.separator.enabled = false\n",
+        );
+        let f = c.flow("A", "B").expect("flow");
+        assert_eq!(f.remote_topic("t"), "A_t");
+        assert_eq!(f.checkpoints_topic(), "A.checkpoints.internal");
+        assert_eq!(
+            c.flow("B", "A")
+                .expect("flow")
+                .replication_policy
+                .separator(),
+            "."
+        );
+        let c = load(
+            "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n",
+        );
+        let f = c.flow("A", "B").expect("flow");
+        assert!(f.replication_policy.is_identity());
+        assert_eq!(f.remote_topic("orders"), "orders");
+        assert_eq!(f.replication_policy.topic_source("orders"), Some("A"));
+    }
+
+    #[test]
+    fn offset_syncs_location() {
+        let c = load("A->B.offset-syncs.topic.location = target\n");
+        let f = c.flow("A", "B").expect("flow");
+        assert_eq!(
+            f.offset_syncs_topic_location.value,
+            OffsetSyncsLocation::Target
+        );
+        assert_eq!(f.offset_syncs_topic(), "mm2-offset-syncs.A.internal");
+        assert_eq!(f.clients.offset_syncs_producer.client.cluster, "B");
+        assert_eq!(
+            f.clients.offset_syncs_producer.client.client_id.value,
+            "A->B|strait|offset-syncs-target-producer"
+        );
+    }
+
+    #[test]
+    fn worker_settings() {
+        let c = load("B.offset.flush.interval.ms = 10000\nB.offset.storage.topic = b-offsets\n");
+        let f = c.flow("A", "B").expect("flow");
+        assert_eq!(f.offset_flush_interval_ms.value, 10_000);
+        assert_eq!(f.mm2_offsets_topic.value, "b-offsets");
+        assert_eq!(
+            c.flow("B", "A").expect("flow").mm2_offsets_topic.value,
+            "mm2-offsets.B.internal"
+        );
+        // Top-level offset.storage.* wins over the cluster's, as in workerConfig.
+        let c = load("B.offset.storage.topic = b-offsets\noffset.storage.topic = all-offsets\n");
+        assert_eq!(
+            c.flow("A", "B").expect("flow").mm2_offsets_topic.value,
+            "all-offsets"
+        );
+    }
+
+    #[test]
+    fn data_producer() {
+        let c = load(
+            "B.producer.max.request.size = 2097152\n\
+             A->B.producer.override.request.timeout.ms = 5000\n\
+             A->B.producer.linger.ms = 7\n",
+        );
+        let f = c.flow("A", "B").expect("flow");
+        let p = &f.clients.target_producer;
+        assert_eq!(p.max_request_size.value, 2_097_152);
+        assert_eq!(p.client.request_timeout_ms.value, 5000);
+        assert_eq!(p.acks.value, Acks::All);
+        assert_eq!(p.max_in_flight_requests_per_connection.value, 5);
+        assert!(matches!(
+            p.max_in_flight_requests_per_connection.origin,
+            Origin::StraitDefault { .. }
+        ));
+        assert_eq!(p.client.properties.get("linger.ms"), None);
+        // The flow's producer.* reaches the offset-syncs producer only, and is flagged.
+        assert_eq!(
+            f.clients
+                .offset_syncs_producer
+                .client
+                .properties
+                .get("linger.ms"),
+            Some("7")
+        );
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.kind == WarningKind::WideEffect && w.line == Some(8))
+        );
+        let errs = try_load("B.producer.acks = 1\n").expect_err("acks=1");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].kind, ErrorKind::Unsupported);
+        assert_eq!(errs[0].key.as_deref(), Some("B.producer.acks"));
+        assert_eq!(errs[0].line, Some(6));
+    }
+
+    #[test]
+    fn strait_defaults_have_provenance() {
+        let c = load("");
+        let f = c.flow("A", "B").expect("flow");
+        assert_eq!(
+            f.clients.source_consumer.isolation_level.value,
+            IsolationLevel::ReadCommitted
+        );
+        assert!(matches!(
+            f.clients.source_consumer.isolation_level.origin,
+            Origin::StraitDefault { .. }
+        ));
+        assert_eq!(
+            f.clients.target_consumer.isolation_level.value,
+            IsolationLevel::ReadUncommitted
+        );
+        assert_eq!(f.refresh_topics_interval_seconds.value, 10);
+        assert!(matches!(
+            f.refresh_groups_interval_seconds.origin,
+            Origin::StraitDefault { .. }
+        ));
+        assert_eq!(f.sync_topic_configs_interval_seconds.value, 600);
+        let c = load(
+            "A.consumer.isolation.level = read_uncommitted\nrefresh.topics.interval.seconds = 600\n",
+        );
+        let f = c.flow("A", "B").expect("flow");
+        assert_eq!(
+            f.clients.source_consumer.isolation_level.value,
+            IsolationLevel::ReadUncommitted
+        );
+        assert_eq!(
+            line_of(&f.clients.source_consumer.isolation_level.origin),
+            Some(6)
+        );
+        assert_eq!(f.refresh_topics_interval_seconds.value, 600);
+        assert_eq!(c.strait.io.value, IoBackend::Auto);
+        assert_eq!(c.strait.on_lost_position.value, OnLostPosition::Fail);
+        assert_eq!(c.strait.api_listen.value.map(|a| a.port()), Some(8787));
+        let c = load("strait.io = epoll\nstrait.api.listen =\nstrait.shards = 4\n");
+        assert_eq!(c.strait.io.value, IoBackend::Epoll);
+        assert_eq!(c.strait.api_listen.value, None);
+        assert_eq!(c.strait.shards.value, 4);
+    }
+
+    #[test]
+    fn client_ids() {
+        let c = load("A.consumer.client.id = myapp\n");
+        let f = c.flow("A", "B").expect("flow");
+        assert_eq!(
+            f.clients.source_consumer.client.client_id.value,
+            "myapp|A->B|strait|replication-consumer"
+        );
+        assert_eq!(
+            f.clients.source_consumer.client.conn.client_id,
+            "myapp|A->B|strait|replication-consumer"
+        );
+        assert_eq!(
+            f.clients.target_admin.client.client_id.value,
+            "A->B|strait|replication-target-admin"
+        );
+    }
+
+    #[test]
+    fn sasl_and_tls() {
+        let c = load(
+            "A.security.protocol = SASL_SSL\n\
+             A.sasl.mechanism = SCRAM-SHA-512\n\
+             A.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username=\"alice\" password=\"alice-secret\";\n\
+             A.ssl.truststore.type = PEM\n\
+             A.ssl.truststore.location = /etc/ca.pem\n\
+             A.ssl.endpoint.identification.algorithm =\n",
+        );
+        let conn = &c
+            .flow("A", "B")
+            .expect("flow")
+            .clients
+            .source_consumer
+            .client
+            .conn;
+        let sasl = conn.sasl.as_ref().expect("sasl");
+        assert_eq!(sasl.mechanism, SaslMechanism::ScramSha512);
+        assert_eq!(sasl.username, "alice");
+        assert_eq!(sasl.password.expose(), "alice-secret");
+        let tls = conn.tls.as_ref().expect("tls");
+        assert_eq!(tls.truststore, TrustStore::PemFile("/etc/ca.pem".into()));
+        assert!(!tls.verify_hostname);
+        assert!(!format!("{c:?}").contains("alice-secret"));
+
+        let c = load(
+            "B.security.protocol = SSL\nB.ssl.keystore.type = PKCS12\nB.ssl.keystore.location = /k.p12\nB.ssl.keystore.password = pw\n",
+        );
+        let tls = c
+            .flow("A", "B")
+            .expect("flow")
+            .clients
+            .target_producer
+            .client
+            .conn
+            .tls
+            .clone()
+            .expect("tls");
+        assert!(matches!(tls.keystore, Some(KeyStore::Pkcs12 { .. })));
+        assert_eq!(tls.truststore, TrustStore::PublicRoots);
+        assert!(tls.verify_hostname);
+    }
+
+    #[test]
+    fn tls_rules_are_errors_at_the_right_line() {
+        let errs = try_load(
+            "A.security.protocol = SSL\n\
+             A.ssl.keystore.type = PEM\n\
+             A.ssl.keystore.location = /k.pem\n\
+             A.ssl.keystore.password = nope\n\
+             A.ssl.truststore.password = orphan\n",
+        )
+        .expect_err("invalid");
+        let got: Vec<(Option<&str>, Option<u32>, ErrorKind)> = errs
+            .iter()
+            .map(|e| (e.key.as_deref(), e.line, e.kind))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some("A.ssl.keystore.password"), Some(9), ErrorKind::Tls),
+                (Some("A.ssl.truststore.password"), Some(10), ErrorKind::Tls),
+            ]
+        );
+        assert!(
+            errs.iter()
+                .all(|e| !e.to_string().contains("nope") && !e.to_string().contains("orphan"))
+        );
+    }
+
+    #[test]
+    fn sasl_without_mechanism_is_gssapi() {
+        let errs = try_load(
+            "A.security.protocol = SASL_SSL\nA.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";\n",
+        )
+        .expect_err("GSSAPI");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].kind, ErrorKind::Sasl);
+        assert_eq!(errs[0].key.as_deref(), Some("A.security.protocol"));
+        assert_eq!(errs[0].line, Some(6));
+    }
+
+    #[test]
+    fn heartbeat_only_flows_do_not_need_the_source() {
+        let env = StaticEnv::new().file("/m.properties", "clusters = A, B\nA.bootstrap.servers = a:1\nA->B.enabled = false\nB->A.emit.heartbeats.enabled = false\nA->B.emit.heartbeats.enabled = false\n");
+        // No flow at all: B needs no address.
+        let c = load_with(Path::new("/m.properties"), &env).expect("valid");
+        assert!(c.flows.is_empty());
+        let env = StaticEnv::new().file(
+            "/m.properties",
+            "clusters = A, B\nB.bootstrap.servers = b:1\nB->A.emit.heartbeats.enabled = false\n",
+        );
+        // A->B only sends heartbeats into B: A needs no address.
+        let c = load_with(Path::new("/m.properties"), &env).expect("valid");
+        assert_eq!(c.flows.len(), 1);
+    }
+
+    #[test]
+    fn intervals_and_offset_syncs_conflicts() {
+        let errs =
+            try_load("A->B.emit.checkpoints.interval.seconds = 0\n").expect_err("zero interval");
+        assert_eq!(
+            errs[0].key.as_deref(),
+            Some("A->B.emit.checkpoints.interval.seconds")
+        );
+        assert_eq!(errs[0].line, Some(6));
+        let errs = try_load(
+            "A->B.emit.offset-syncs.enabled = false\noffset-syncs.topic.replication.factor = 1\n",
+        )
+        .expect_err("conflict");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].kind, ErrorKind::Conflict);
+        assert_eq!(
+            errs[0].key.as_deref(),
+            Some("offset-syncs.topic.replication.factor")
+        );
+        assert_eq!(errs[0].line, Some(7));
+    }
+}

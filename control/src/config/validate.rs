@@ -254,13 +254,14 @@ fn split_alias(s: &str, lookup: fn(&str) -> Option<Found>) -> Option<(String, St
     })
 }
 
-/// The known alias closest to `alias` (case-insensitive edit distance).
+/// The known alias closest to `alias` (case-insensitive edit distance); none when every
+/// character would have to change (`C` is not "close" to `A`).
 pub(crate) fn closest_alias(alias: &str, clusters: &[String]) -> Option<String> {
     let lower = alias.to_ascii_lowercase();
     clusters
         .iter()
         .map(|c| (strsim::levenshtein(&lower, &c.to_ascii_lowercase()), c))
-        .filter(|(d, c)| *d <= (c.len() / 3).max(2))
+        .filter(|(d, c)| *d <= (c.len() / 3).max(1) && *d < alias.len().max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c.clone())
 }
