@@ -91,7 +91,11 @@ pub async fn produce(
                     context: Box::new(ctx.clone()),
                     message: "the produce response does not mention the partition".into(),
                 })?;
-            match ClusterError::kafka(ctx, pr.error_code, pr.error_message.as_ref().map(|m| m.to_string())) {
+            match ClusterError::kafka(
+                ctx,
+                pr.error_code,
+                pr.error_message.as_ref().map(|m| m.to_string()),
+            ) {
                 Some(e) => Err(e),
                 None => Ok(pr.base_offset),
             }
@@ -113,12 +117,15 @@ pub async fn read_to_end(
     let ends = cluster
         .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Latest, isolation)
         .await;
-    let end = ends
-        .into_values()
-        .next()
-        .unwrap_or_else(|| Err(ClusterError::UnknownTopicOrPartition {
-            context: Box::new(Context::new(cluster.alias(), "ListOffsets").topic(topic).partition(partition)),
-        }))?;
+    let end = ends.into_values().next().unwrap_or_else(|| {
+        Err(ClusterError::UnknownTopicOrPartition {
+            context: Box::new(
+                Context::new(cluster.alias(), "ListOffsets")
+                    .topic(topic)
+                    .partition(partition),
+            ),
+        })
+    })?;
     let starts = cluster
         .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Earliest, isolation)
         .await;
@@ -132,7 +139,11 @@ pub async fn read_to_end(
         }
         if next <= position {
             return Err(ClusterError::Invalid {
-                context: Box::new(Context::new(cluster.alias(), "Fetch").topic(topic).partition(partition)),
+                context: Box::new(
+                    Context::new(cluster.alias(), "Fetch")
+                        .topic(topic)
+                        .partition(partition),
+                ),
                 message: format!("no progress reading at offset {position} (end {end})"),
             });
         }
@@ -175,7 +186,10 @@ async fn fetch_once(
                                 .with_partition_max_bytes(8 * 1024 * 1024),
                         ]),
                 ]);
-            let resp = conn.call(&req).await.map_err(|e| ClusterError::wire(ctx.clone(), e))?;
+            let resp = conn
+                .call(&req)
+                .await
+                .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
             let pd = resp
                 .responses
                 .into_iter()
@@ -221,9 +235,11 @@ async fn fetch_once(
                     continue;
                 }
                 let base = b.base_offset();
-                let records = decode_records(&b, MAX_DECOMPRESSED_BYTES).map_err(|e| ClusterError::Invalid {
-                    context: Box::new(ctx.clone()),
-                    message: e.to_string(),
+                let records = decode_records(&b, MAX_DECOMPRESSED_BYTES).map_err(|e| {
+                    ClusterError::Invalid {
+                        context: Box::new(ctx.clone()),
+                        message: e.to_string(),
+                    }
                 })?;
                 for r in records {
                     out.push(StoredRecord {

@@ -7,6 +7,7 @@ pub mod config;
 pub mod filter;
 pub mod internal;
 pub mod offsets;
+pub mod plan;
 pub mod policy;
 pub mod progress;
 pub mod replicate;

@@ -273,9 +273,19 @@ mod tests {
     fn other_sources_and_garbage() {
         let tp = TopicPartition::new("t", 0);
         assert_eq!(decode("B", &encode_key("A", &tp), None), Ok(None));
-        assert_eq!(decode("A", &encode_key("A", &tp), None), Ok(Some((tp, None))));
+        assert_eq!(
+            decode("A", &encode_key("A", &tp), None),
+            Ok(Some((tp, None)))
+        );
         assert!(decode("A", b"{", None).is_err());
-        assert!(decode("A", &encode_key("A", &TopicPartition::new("t", 0)), Some(b"{}")).is_err());
+        assert!(
+            decode(
+                "A",
+                &encode_key("A", &TopicPartition::new("t", 0)),
+                Some(b"{}")
+            )
+            .is_err()
+        );
     }
 
     proptest! {

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, TryRecvError};
 use strait_dataplane::io::{ConnSetup, IoBackend};
 use strait_dataplane::shard::{
-    Assignment, ClusterEndpoint, FailureKind, FetchSettings, FlowId, PartitionKey,
-    ProduceSettings, ShardCommand, ShardConfig, ShardEvent, ShardHandle, ShardStats, spawn_shard,
+    Assignment, ClusterEndpoint, FailureKind, FetchSettings, FlowId, PartitionKey, ProduceSettings,
+    ShardCommand, ShardConfig, ShardEvent, ShardHandle, ShardStats, spawn_shard,
 };
 use strait_dataplane::wire::ConnConfig;
 
@@ -102,7 +102,11 @@ struct FlowRuntime {
     progress: ProgressStore,
 }
 
-fn endpoint(alias: &str, bootstrap: &[String], cfg: &ConnConfig) -> Result<Arc<ClusterEndpoint>, RunError> {
+fn endpoint(
+    alias: &str,
+    bootstrap: &[String],
+    cfg: &ConnConfig,
+) -> Result<Arc<ClusterEndpoint>, RunError> {
     // Building the TLS config reads the trust and key stores: do it once, here.
     let setup = ConnSetup::new(cfg.clone(), IoBackend::Epoll)
         .map_err(|e| RunError::Setup(format!("cluster {alias}: {e}")))?;
@@ -117,7 +121,12 @@ fn endpoint(alias: &str, bootstrap: &[String], cfg: &ConnConfig) -> Result<Arc<C
 fn admin(alias: &str, bootstrap: &[String], cfg: &ConnConfig) -> Result<Rc<Cluster>, RunError> {
     let setup = ConnSetup::new(cfg.clone(), IoBackend::Epoll)
         .map_err(|e| RunError::Setup(format!("cluster {alias}: {e}")))?;
-    Ok(Rc::new(Cluster::new(alias, bootstrap.to_vec(), setup, RetryConfig::default())))
+    Ok(Rc::new(Cluster::new(
+        alias,
+        bootstrap.to_vec(),
+        setup,
+        RetryConfig::default(),
+    )))
 }
 
 fn now_ms() -> i64 {
@@ -139,7 +148,8 @@ pub async fn run(
         let target = admin(&plan.target, &plan.target_bootstrap, &plan.target_admin)?;
         let source_ep = endpoint(&plan.source, &plan.source_bootstrap, &plan.source_fetch)?;
         let target_ep = endpoint(&plan.target, &plan.target_bootstrap, &plan.target_produce)?;
-        let progress = ProgressStore::open(&target, &plan.source, plan.progress_replication_factor).await?;
+        let progress =
+            ProgressStore::open(&target, &plan.source, plan.progress_replication_factor).await?;
         tracing::info!(
             flow = %format!("{}->{}", plan.source, plan.target),
             stored = progress.entries().len(),
@@ -163,10 +173,17 @@ pub async fn run(
         let mut cfg = ShardConfig::new(i, opts.backend);
         cfg.core = Some(cores[i % cores.len()]);
         cfg.memory_budget_bytes = opts.shard_memory_bytes;
-        shards.push(spawn_shard(cfg, ev_tx.clone(), 1024).map_err(|e| RunError::Setup(format!("cannot start shard {i}: {e}")))?);
+        shards.push(
+            spawn_shard(cfg, ev_tx.clone(), 1024)
+                .map_err(|e| RunError::Setup(format!("cannot start shard {i}: {e}")))?,
+        );
     }
     drop(ev_tx);
-    tracing::info!(shards = shards.len(), io = opts.backend.name(), "shards started");
+    tracing::info!(
+        shards = shards.len(),
+        io = opts.backend.name(),
+        "shards started"
+    );
 
     let mut parts: BTreeMap<PartitionKey, PartitionState> = BTreeMap::new();
     let mut next_shard = 0usize;
@@ -223,7 +240,11 @@ pub async fn run(
     }
     let failed = parts
         .iter()
-        .filter_map(|(k, p)| p.failed.clone().map(|e| (format!("{}-{}", k.topic, k.partition), e)))
+        .filter_map(|(k, p)| {
+            p.failed
+                .clone()
+                .map(|e| (format!("{}-{}", k.topic, k.partition), e))
+        })
         .collect();
     outcome?;
     Ok(RunOutcome {
@@ -283,7 +304,9 @@ async fn plan_flow(
     if !missing.is_empty() {
         for (name, r) in flow.target.create_topics(&missing, 30_000).await? {
             match r {
-                Ok(()) => tracing::info!(topic = %name, cluster = %plan.target, "created remote topic"),
+                Ok(()) => {
+                    tracing::info!(topic = %name, cluster = %plan.target, "created remote topic")
+                }
                 Err(e) if e.is(kafka_protocol::ResponseError::TopicAlreadyExists) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -296,15 +319,25 @@ async fn plan_flow(
 
     let all: Vec<TopicPartition> = topics
         .iter()
-        .flat_map(|t| t.partitions.iter().map(|p| TopicPartition::new(&t.name, p.partition)))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| TopicPartition::new(&t.name, p.partition))
+        })
         .collect();
     let isolation = if plan.fetch.isolation_level == 1 {
         IsolationLevel::ReadCommitted
     } else {
         IsolationLevel::ReadUncommitted
     };
-    let earliest = flow.source.list_offsets(&all, OffsetSpec::Earliest, isolation).await;
-    let latest = flow.source.list_offsets(&all, OffsetSpec::Latest, isolation).await;
+    let earliest = flow
+        .source
+        .list_offsets(&all, OffsetSpec::Earliest, isolation)
+        .await;
+    let latest = flow
+        .source
+        .list_offsets(&all, OffsetSpec::Latest, isolation)
+        .await;
 
     let mut out = Vec::new();
     for (t, r) in topics.iter().zip(&remote) {
@@ -327,7 +360,10 @@ async fn plan_flow(
                     .or(latest.get(&tp).and_then(|r| r.as_ref().err()))
                     .map(|e| e.to_string())
                     .unwrap_or_else(|| "no offsets".into());
-                return Err(RunError::Setup(format!("cannot read offsets of {tp} on {}: {why}", plan.source)));
+                return Err(RunError::Setup(format!(
+                    "cannot read offsets of {tp} on {}: {why}",
+                    plan.source
+                )));
             };
             let mut failed = None;
             let start = match flow.progress.get(&tp) {
@@ -375,7 +411,11 @@ async fn plan_flow(
             if let Some(msg) = failed {
                 tracing::error!(partition = %tp, "{msg}; the partition is not replicated (set strait.on.lost.position=earliest to restart it)");
                 // Record it as failed without assigning it.
-                out.push((key.clone(), unassigned(&key, flow, r, start, max_message_bytes), state));
+                out.push((
+                    key.clone(),
+                    unassigned(&key, flow, r, start, max_message_bytes),
+                    state,
+                ));
                 continue;
             }
             let a = Assignment {
@@ -396,7 +436,13 @@ async fn plan_flow(
 
 /// An assignment that is never sent (the partition is failed before it starts); kept so that
 /// the bookkeeping has one shape.
-fn unassigned(key: &PartitionKey, flow: &FlowRuntime, remote: &str, start: i64, max: usize) -> Assignment {
+fn unassigned(
+    key: &PartitionKey,
+    flow: &FlowRuntime,
+    remote: &str,
+    start: i64,
+    max: usize,
+) -> Assignment {
     Assignment {
         key: key.clone(),
         source: flow.source_ep.clone(),
@@ -495,10 +541,16 @@ async fn apply_event(
             next_offset,
             ..
         } => {
-            let Some(st) = parts.get_mut(&key) else { return };
+            let Some(st) = parts.get_mut(&key) else {
+                return;
+            };
             st.next_offset = next_offset;
-            if let (FailureKind::PositionLost { log_start_offset, .. }, true) =
-                (&kind, opts.reset_lost_positions)
+            if let (
+                FailureKind::PositionLost {
+                    log_start_offset, ..
+                },
+                true,
+            ) = (&kind, opts.reset_lost_positions)
             {
                 tracing::warn!(partition = %key, "{error}; restarting from the log start {log_start_offset} (strait.on.lost.position=earliest)");
                 let _ = shards[st.shard]
@@ -509,7 +561,9 @@ async fn apply_event(
             tracing::error!(partition = %key, "{error}");
             st.failed = Some(error);
         }
-        ShardEvent::Revoked { key, next_offset, .. } => {
+        ShardEvent::Revoked {
+            key, next_offset, ..
+        } => {
             if let Some(st) = parts.get_mut(&key) {
                 st.next_offset = next_offset;
             }
