@@ -15,7 +15,7 @@
 //!      alone (CRC-32C is linear, see [`crc`]). The payload is never read: [`ForwardBatch`] is the
 //!      new header plus the *same* payload `Bytes`, written as two iovec segments.
 //!    - **Slow path** ([`Path::Slow`]): anything else (compaction gaps, a resume offset inside the
-//!      batch, LogAppendTime, too large for the target). [`rebuild`] decodes and decompresses the
+//!      batch, LogAppendTime, too large for the target). [`rebuild()`] decodes and decompresses the
 //!      records ([`decode_records`]) and re-encodes one or more dense batches with the same codec
 //!      ([`BatchBuilder`]), reporting which source offset each output record came from. The caller
 //!      then applies the same [`HeaderRewrite`] as on the fast path.
@@ -107,7 +107,7 @@ mod tests {
         out.push(2);
         out.extend_from_slice(&0u32.to_be_bytes());
         // Codec ids 5..=7 would stop the walker; keep them valid to reach the decoders.
-        let attributes = (attributes & !attr::COMPRESSION_MASK) | (attributes & 7) % 5;
+        let attributes = (attributes & !attr::COMPRESSION_MASK) | ((attributes & 7) % 5);
         out.extend_from_slice(&attributes.to_be_bytes());
         out.extend_from_slice(&last_offset_delta.to_be_bytes());
         out.extend_from_slice(&0i64.to_be_bytes());
