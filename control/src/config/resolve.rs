@@ -1144,8 +1144,17 @@ impl<'a> Resolver<'a> {
                     path,
                     password: store_pw.map(Secret::new),
                 })
+            } else if ks_type.eq_ignore_ascii_case("JKS") {
+                let type_v = get("ssl.keystore.type");
+                self.error(
+                    ErrorKind::Unsupported,
+                    type_v.as_ref().or(Some(loc)),
+                    "ssl.keystore.type",
+                    "JKS key stores are not supported by strait (ssl.keystore.type defaults to JKS); convert the store to PKCS12 (keytool -importkeystore -deststoretype PKCS12) or PEM",
+                );
+                None
             } else {
-                // JKS and unknown types were reported with ssl.keystore.type.
+                // Unknown types were reported with ssl.keystore.type.
                 None
             }
         } else {
@@ -1730,6 +1739,21 @@ mod tests {
             errs.iter()
                 .all(|e| !e.to_string().contains("nope") && !e.to_string().contains("orphan"))
         );
+    }
+
+    #[test]
+    fn jks_key_stores_and_self_flows() {
+        let errs = try_load("B.security.protocol = SSL\nB.ssl.keystore.location = /k.jks\nB.ssl.keystore.password = pw\n")
+            .expect_err("JKS key store");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].kind, ErrorKind::Unsupported);
+        assert_eq!(errs[0].key.as_deref(), Some("B.ssl.keystore.location"));
+        assert_eq!(errs[0].line, Some(7));
+        // The JKS type alone, with no key store, is harmless.
+        load("B.ssl.keystore.type = JKS\n");
+        let errs = try_load("A->A.enabled = true\n").expect_err("self flow");
+        assert_eq!(errs[0].kind, ErrorKind::Conflict);
+        assert_eq!(errs[0].line, Some(6));
     }
 
     #[test]
