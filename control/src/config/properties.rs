@@ -33,6 +33,7 @@ pub struct Entry {
 /// A key given more than once: the later line wins, as in Java.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Duplicate {
+    /// The key.
     pub key: String,
     /// Line of the overridden occurrence.
     pub earlier_line: u32,
@@ -44,7 +45,9 @@ pub struct Duplicate {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]
 pub struct SyntaxError {
+    /// 1-based line where the logical line starts.
     pub line: u32,
+    /// What Java would reject.
     pub message: String,
 }
 
@@ -66,6 +69,7 @@ pub struct Properties {
     pub duplicates: Vec<Duplicate>,
     /// Lines Java would reject; they are skipped, the rest of the file is still read.
     pub errors: Vec<SyntaxError>,
+    /// How the bytes were decoded.
     pub encoding: Encoding,
     /// The file started with a UTF-8 byte order mark (stripped; Java would keep it as part of
     /// the first key).

@@ -26,8 +26,11 @@ use crate::filter::java_list;
 /// Where a key applies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
+    /// No prefix.
     Top,
+    /// `<alias>.`
     Cluster(String),
+    /// `<source>-><target>.`
     Flow(String, String),
 }
 
