@@ -144,6 +144,10 @@ pub enum WarningKind {
     CheckpointsOff,
     /// strait chose a different default than MirrorMaker.
     StraitDefault,
+    /// No flow replicates anything.
+    NoReplication,
+    /// A flow exists only to emit heartbeats into a cluster.
+    HeartbeatsOnly,
 }
 
 /// A warning or a note about a config file.

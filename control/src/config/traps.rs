@@ -14,6 +14,16 @@ pub(crate) fn add_warnings(
     out: &mut Vec<ConfigWarning>,
 ) {
     let enabled: Vec<&FlowConfig> = flows.iter().filter(|f| f.enabled.value).collect();
+    if enabled.is_empty() {
+        out.push(ConfigWarning::new(
+            Severity::Warning,
+            WarningKind::NoReplication,
+            None,
+            None,
+            "no flow replicates records: MirrorMaker enables none by default; enable one with `<source>-><target>.enabled = true`",
+        ));
+    }
+    heartbeats_only(flows, out);
     replication_factor(&enabled, out);
     identity_cycles(&enabled, out);
     same_cluster(clusters, &enabled, out);
@@ -25,6 +35,29 @@ pub(crate) fn add_warnings(
     mm2_boolean_parsing(raw, &aliases, out);
     top_level_enabled(raw, out);
     strait_defaults(&enabled, out);
+}
+
+/// MirrorMaker runs a heartbeat-only flow for every pair by default, so a one-way setup
+/// still writes into its source cluster.
+fn heartbeats_only(flows: &[FlowConfig], out: &mut Vec<ConfigWarning>) {
+    for f in flows
+        .iter()
+        .filter(|f| f.heartbeats_only && f.emit_heartbeats_enabled.value)
+    {
+        out.push(ConfigWarning::new(
+            Severity::Note,
+            WarningKind::HeartbeatsOnly,
+            Some(&format!("{}.emit.heartbeats.enabled", f.name())),
+            None,
+            format!(
+                "flow {} replicates nothing but writes heartbeats into `{}` (as MirrorMaker does by default); set `{}.emit.heartbeats.enabled = false` if `{}` must not be written to",
+                f.name(),
+                f.target,
+                f.name(),
+                f.target
+            ),
+        ));
+    }
 }
 
 fn flow_names(flows: &[&FlowConfig]) -> String {
@@ -454,6 +487,16 @@ mod tests {
         let w = of(&c, WarningKind::Mm2Parsing);
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].line, Some(8));
+    }
+
+    #[test]
+    fn nothing_replicates_and_heartbeat_only_flows() {
+        let c = load("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n");
+        assert_eq!(of(&c, WarningKind::NoReplication).len(), 1);
+        assert_eq!(of(&c, WarningKind::HeartbeatsOnly).len(), 2);
+        let c = load(TWO_WAY);
+        assert!(of(&c, WarningKind::NoReplication).is_empty());
+        assert!(of(&c, WarningKind::HeartbeatsOnly).is_empty());
     }
 
     #[test]
