@@ -252,9 +252,10 @@ fn sasl_ssl_file() {
     assert_eq!(sasl.password.expose(), "API_SECRET");
     match dst.tls.as_ref().map(|t| &t.truststore) {
         Some(TrustStore::PemInline(pem)) => {
+            // Rebuilt line by line: the continuation joined it into one line.
             assert_eq!(
                 pem,
-                "-----BEGIN CERTIFICATE----- MIIBszCCAVmgAwIBAgIUExample -----END CERTIFICATE-----"
+                "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUExample\n-----END CERTIFICATE-----\n"
             );
         }
         other => panic!("inline PEM expected, got {other:?}"),
@@ -305,7 +306,7 @@ fn providers_file() {
     assert_eq!(
         dst.tls.as_ref().map(|t| t.truststore.clone()),
         Some(TrustStore::PemInline(
-            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----".into()
+            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".into()
         ))
     );
     // `env` and `file` are not declared: MirrorMaker would not resolve them.

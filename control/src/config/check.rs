@@ -15,7 +15,9 @@ use crate::filter::UseDefaultsFrom;
 /// The result of checking one file.
 #[derive(Debug, Clone)]
 pub struct CheckReport {
+    /// The file checked.
     pub path: PathBuf,
+    /// Every error, in line order.
     pub errors: Vec<ConfigError>,
     /// Warnings and notes, warnings first.
     pub warnings: Vec<ConfigWarning>,

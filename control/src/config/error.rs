@@ -42,6 +42,7 @@ pub enum ErrorKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.render())]
 pub struct ConfigError {
+    /// What kind of problem.
     pub kind: ErrorKind,
     /// The key as written in the file (for missing keys: the key to add).
     pub key: Option<String>,
@@ -143,15 +144,24 @@ pub enum WarningKind {
     CheckpointsOff,
     /// strait chose a different default than MirrorMaker.
     StraitDefault,
+    /// No flow replicates anything.
+    NoReplication,
+    /// A flow exists only to emit heartbeats into a cluster.
+    HeartbeatsOnly,
 }
 
 /// A warning or a note about a config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigWarning {
+    /// Warning or note.
     pub severity: Severity,
+    /// What it is about.
     pub kind: WarningKind,
+    /// The key concerned, as written in the file (or the key to look at).
     pub key: Option<String>,
+    /// 1-based line of the key, when one line is concerned.
     pub line: Option<u32>,
+    /// The explanation; never contains a secret value.
     pub message: String,
 }
 

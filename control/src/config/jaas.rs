@@ -43,16 +43,22 @@ pub enum JaasError {
 /// A login module's control flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ControlFlag {
+    /// `required`.
     Required,
+    /// `requisite`.
     Requisite,
+    /// `sufficient`.
     Sufficient,
+    /// `optional`.
     Optional,
 }
 
 /// One login module with its options.
 #[derive(Clone, PartialEq, Eq)]
 pub struct JaasEntry {
+    /// The login module class.
     pub login_module: String,
+    /// Its control flag.
     pub flag: ControlFlag,
     /// Option values may be secrets: `Debug` prints only the option names.
     pub options: BTreeMap<String, String>,

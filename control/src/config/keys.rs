@@ -110,11 +110,14 @@ pub enum Support {
 /// One key of one `ConfigDef`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct KeyDef {
+    /// The key, without scope prefix.
     pub name: &'static str,
+    /// Its type and validator.
     pub ty: Ty,
     /// The Kafka/MirrorMaker default as written in a properties file; `None` means no
     /// default (null).
     pub default: Option<&'static str>,
+    /// What strait does with it.
     pub support: Support,
 }
 
@@ -1430,8 +1433,11 @@ pub fn find(table: &'static [KeyDef], name: &str) -> Option<&'static KeyDef> {
 /// The client kinds whose keys can follow `consumer.`, `producer.` or `admin.`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientKind {
+    /// `consumer.`
     Consumer,
+    /// `producer.`
     Producer,
+    /// `admin.`
     Admin,
 }
 

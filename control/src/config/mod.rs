@@ -43,7 +43,7 @@ use resolve::{RawEntry, Resolver};
 use validate::{Aliases, Classified};
 
 /// The largest config file strait reads.
-pub const MAX_FILE_BYTES: u64 = 16 << 20;
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
 /// The most entries a config file may hold.
 pub const MAX_ENTRIES: usize = 100_000;
 
@@ -188,17 +188,14 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
             };
         }
     };
-    let props = properties::parse_bytes(&bytes);
+    let props = properties::parse_bytes_bounded(&bytes, MAX_ENTRIES);
     file_level_findings(&props, &mut errors, &mut warnings);
-    if props.entries.len() > MAX_ENTRIES {
+    if props.truncated {
         errors.push(ConfigError::new(
             ErrorKind::Limit,
             None,
             None,
-            format!(
-                "the file holds {} entries; at most {MAX_ENTRIES} are read",
-                props.entries.len()
-            ),
+            format!("the file holds more than {MAX_ENTRIES} entries"),
         ));
         return Outcome {
             config: None,
@@ -303,7 +300,8 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
     let clusters = read_clusters(&raw, &mut errors, &mut warnings);
     let aliases = Aliases::from_entries(
         &clusters,
-        raw.iter().map(|(k, e)| (k.as_str(), e.value.as_str())),
+        raw.iter()
+            .map(|(k, e)| (k.as_str(), e.value.as_str(), e.line)),
     );
     for (key, e) in &raw {
         match validate::classify(key, &clusters) {
@@ -326,6 +324,16 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
                     ConfigError::new(ErrorKind::UnknownCluster, Some(key), Some(e.line), msg)
                         .suggest(suggestion),
                 );
+            }
+            Classified::Scoped(validate::Scope::Flow(s, t), _) if s == t => {
+                errors.push(ConfigError::new(
+                    ErrorKind::Conflict,
+                    Some(key),
+                    Some(e.line),
+                    format!(
+                        "`{s}->{t}` is a flow from a cluster to itself; MirrorMaker never runs one"
+                    ),
+                ));
             }
             Classified::Scoped(scope, rest) => match validate::lookup(&scope, &rest) {
                 Some(_) if unresolved.contains(key) => {}

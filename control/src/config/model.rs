@@ -19,11 +19,19 @@ use crate::policy::ReplicationPolicy;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     /// A line of the config file (the line where the key starts).
-    File { path: Arc<Path>, line: u32 },
+    File {
+        /// The config file.
+        path: Arc<Path>,
+        /// 1-based line.
+        line: u32,
+    },
     /// MirrorMaker's (or its Kafka clients') default.
     MirrorMakerDefault,
     /// strait's own default, which differs from MirrorMaker's for the reason given.
-    StraitDefault { why: &'static str },
+    StraitDefault {
+        /// Why strait differs.
+        why: &'static str,
+    },
 }
 
 impl fmt::Display for Origin {
@@ -39,7 +47,9 @@ impl fmt::Display for Origin {
 /// A value and its origin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Setting<T> {
+    /// The value.
     pub value: T,
+    /// Where it came from.
     pub origin: Origin,
 }
 
@@ -58,7 +68,9 @@ impl<T> Setting<T> {
 /// A resolved Kafka client property. `Debug` hides the value of secret keys.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClientProperty {
+    /// The value.
     pub value: String,
+    /// Where it came from.
     pub origin: Origin,
 }
 
@@ -113,11 +125,20 @@ pub enum ClientRole {
     /// Reads the target's internal topics (`checkpoints-target-consumer`).
     TargetConsumer,
     /// Writes offset syncs (`offset-syncs-{source,target}-producer`).
-    OffsetSyncsProducer { on_source: bool },
+    OffsetSyncsProducer {
+        /// The topic lives on the source cluster.
+        on_source: bool,
+    },
     /// Reads offset syncs (`offset-syncs-{source,target}-consumer`).
-    OffsetSyncsConsumer { on_source: bool },
+    OffsetSyncsConsumer {
+        /// The topic lives on the source cluster.
+        on_source: bool,
+    },
     /// Creates the offset-syncs topic (`offset-syncs-{source,target}-admin`).
-    OffsetSyncsAdmin { on_source: bool },
+    OffsetSyncsAdmin {
+        /// The topic lives on the source cluster.
+        on_source: bool,
+    },
 }
 
 impl ClientRole {
@@ -142,6 +163,7 @@ impl ClientRole {
 /// Connection settings of one client, ready for the data plane.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientConfig {
+    /// `role`.
     pub role: ClientRole,
     /// The alias of the cluster this client talks to.
     pub cluster: String,
@@ -150,6 +172,7 @@ pub struct ClientConfig {
     /// `client.id`: `[user client.id|]<source>-><target>|strait|<role>`, like MirrorMaker's
     /// `[user|]<source>-><target>|<connector>|<role>`.
     pub client_id: Setting<String>,
+    /// `request.timeout.ms`.
     pub request_timeout_ms: Setting<u64>,
     /// Everything the data plane needs to open a connection.
     pub conn: ConnConfig,
@@ -160,28 +183,41 @@ pub struct ClientConfig {
 /// A consumer's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumerSettings {
+    /// The connection settings.
     pub client: ClientConfig,
+    /// `fetch.max.bytes`.
     pub fetch_max_bytes: Setting<u32>,
+    /// `max.partition.fetch.bytes`.
     pub max_partition_fetch_bytes: Setting<u32>,
+    /// `fetch.max.wait.ms`.
     pub fetch_max_wait_ms: Setting<u32>,
+    /// `fetch.min.bytes`.
     pub fetch_min_bytes: Setting<u32>,
+    /// `isolation.level`.
     pub isolation_level: Setting<IsolationLevel>,
+    /// `auto.offset.reset`.
     pub auto_offset_reset: Setting<AutoOffsetReset>,
 }
 
 /// A producer's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProducerSettings {
+    /// The connection settings.
     pub client: ClientConfig,
+    /// `acks`.
     pub acks: Setting<Acks>,
+    /// `max.in.flight.requests.per.connection`.
     pub max_in_flight_requests_per_connection: Setting<u32>,
+    /// `max.request.size`.
     pub max_request_size: Setting<u32>,
 }
 
 /// An admin client's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AdminSettings {
+    /// The connection settings.
     pub client: ClientConfig,
+    /// `default.api.timeout.ms`.
     pub default_api_timeout_ms: Setting<u64>,
 }
 
@@ -190,70 +226,112 @@ pub struct AdminSettings {
 pub struct FlowClients {
     /// Fetches records from the source.
     pub source_consumer: ConsumerSettings,
+    /// Admin client on the source (topic listing, configs, ACLs, groups).
     pub source_admin: AdminSettings,
     /// Writes records to the target.
     pub target_producer: ProducerSettings,
+    /// Admin client on the target (topic creation, configs, ACLs, group offsets).
     pub target_admin: AdminSettings,
     /// Reads the target's internal topics (checkpoints, progress).
     pub target_consumer: ConsumerSettings,
     /// On the source cluster when `offset-syncs.topic.location=source`, else on the target.
     pub offset_syncs_producer: ProducerSettings,
+    /// `offset.syncs.consumer`.
     pub offset_syncs_consumer: ConsumerSettings,
+    /// `offset.syncs.admin`.
     pub offset_syncs_admin: AdminSettings,
 }
 
 /// `offset-syncs.topic.location`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffsetSyncsLocation {
+    /// On the source cluster, named after the target (MM2 default).
     Source,
+    /// On the target cluster, named after the source.
     Target,
 }
 
 /// One replication flow `source->target` (an MM2 herder).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowConfig {
+    /// The source cluster alias.
     pub source: String,
+    /// The target cluster alias.
     pub target: String,
     /// `<source>-><target>.enabled`: whether records are replicated.
     pub enabled: Setting<bool>,
     /// The flow exists only to emit heartbeats into the target (MM2 creates a herder for
     /// every pair with heartbeats on).
     pub heartbeats_only: bool,
+    /// `topics`.
     pub topics: Setting<Vec<String>>,
+    /// `topics.exclude`.
     pub topics_exclude: Setting<Vec<String>>,
+    /// `topics` and `topics.exclude`, compiled.
     pub topic_filter: TopicFilter,
+    /// `groups`.
     pub groups: Setting<Vec<String>>,
+    /// `groups.exclude`.
     pub groups_exclude: Setting<Vec<String>>,
+    /// `groups` and `groups.exclude`, compiled.
     pub group_filter: GroupFilter,
+    /// `config.properties.exclude`.
     pub config_properties_exclude: Setting<Vec<String>>,
+    /// `use.defaults.from`.
     pub use_defaults_from: Setting<UseDefaultsFrom>,
+    /// `config.properties.exclude` and `use.defaults.from`, compiled.
     pub config_property_filter: ConfigPropertyFilter,
+    /// The policy built from `replication.policy.*`.
     pub replication_policy: ReplicationPolicy,
+    /// `replication.policy.class`.
     pub replication_policy_class: Setting<String>,
+    /// `replication.policy.separator`.
     pub replication_policy_separator: Setting<String>,
     /// Remote topics' replication factor; -1 means the target broker's default.
     pub replication_factor: Setting<i16>,
+    /// `refresh.topics.enabled`.
     pub refresh_topics_enabled: Setting<bool>,
+    /// `refresh.topics.interval.seconds`.
     pub refresh_topics_interval_seconds: Setting<u64>,
+    /// `sync.topic.configs.enabled`.
     pub sync_topic_configs_enabled: Setting<bool>,
+    /// `sync.topic.configs.interval.seconds`.
     pub sync_topic_configs_interval_seconds: Setting<u64>,
+    /// `sync.topic.acls.enabled`.
     pub sync_topic_acls_enabled: Setting<bool>,
+    /// `sync.topic.acls.interval.seconds`.
     pub sync_topic_acls_interval_seconds: Setting<u64>,
+    /// `refresh.groups.enabled`.
     pub refresh_groups_enabled: Setting<bool>,
+    /// `refresh.groups.interval.seconds`.
     pub refresh_groups_interval_seconds: Setting<u64>,
+    /// `offset.lag.max`.
     pub offset_lag_max: Setting<u64>,
+    /// `offset-syncs.topic.location`.
     pub offset_syncs_topic_location: Setting<OffsetSyncsLocation>,
+    /// `emit.offset-syncs.enabled`.
     pub emit_offset_syncs_enabled: Setting<bool>,
+    /// `emit.checkpoints.enabled`.
     pub emit_checkpoints_enabled: Setting<bool>,
+    /// `emit.checkpoints.interval.seconds`.
     pub emit_checkpoints_interval_seconds: Setting<u64>,
+    /// `sync.group.offsets.enabled`.
     pub sync_group_offsets_enabled: Setting<bool>,
+    /// `sync.group.offsets.interval.seconds`.
     pub sync_group_offsets_interval_seconds: Setting<u64>,
+    /// `emit.heartbeats.enabled`.
     pub emit_heartbeats_enabled: Setting<bool>,
+    /// `emit.heartbeats.interval.seconds`.
     pub emit_heartbeats_interval_seconds: Setting<u64>,
+    /// `heartbeats.replication.enabled`.
     pub heartbeats_replication_enabled: Setting<bool>,
+    /// `offset-syncs.topic.replication.factor`.
     pub offset_syncs_topic_replication_factor: Setting<i16>,
+    /// `checkpoints.topic.replication.factor`.
     pub checkpoints_topic_replication_factor: Setting<i16>,
+    /// `heartbeats.topic.replication.factor`.
     pub heartbeats_topic_replication_factor: Setting<i16>,
+    /// `admin.timeout.ms`.
     pub admin_timeout_ms: Setting<u64>,
     /// The Connect worker's `offset.flush.interval.ms` (from `<target>.offset.flush.interval.ms`):
     /// MM2 publishes the latest offset sync of every partition at this cadence.
@@ -261,6 +339,7 @@ pub struct FlowConfig {
     /// Where MM2 kept this flow's progress (`offset.storage.topic`, default
     /// `mm2-offsets.<source>.internal`), for importing it.
     pub mm2_offsets_topic: Setting<String>,
+    /// `clients`.
     pub clients: FlowClients,
 }
 
@@ -310,9 +389,11 @@ impl FlowConfig {
 /// One cluster alias.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterConfig {
+    /// The cluster alias.
     pub alias: String,
     /// `<alias>.bootstrap.servers`, or the top-level default.
     pub bootstrap_servers: Option<Setting<Vec<BrokerAddress>>>,
+    /// `security.protocol` of the cluster (before client overrides).
     pub security_protocol: Setting<SecurityProtocol>,
 }
 
@@ -321,7 +402,9 @@ pub struct ClusterConfig {
 pub enum IoBackend {
     /// io_uring when the kernel allows it, else epoll.
     Auto,
+    /// io_uring only; start fails without it.
     Uring,
+    /// epoll (tokio) only.
     Epoll,
 }
 
@@ -359,11 +442,15 @@ pub struct StraitSettings {
 /// A whole resolved `mm2.properties`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mm2Config {
+    /// `path`.
     pub path: PathBuf,
+    /// `clusters`.
     pub clusters: BTreeMap<String, ClusterConfig>,
     /// Every herder MirrorMaker would run, in `clusters` order (source, then target).
     pub flows: Vec<FlowConfig>,
+    /// `strait`.
     pub strait: StraitSettings,
+    /// `warnings`.
     pub warnings: Vec<ConfigWarning>,
 }
 

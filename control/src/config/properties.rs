@@ -33,6 +33,7 @@ pub struct Entry {
 /// A key given more than once: the later line wins, as in Java.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Duplicate {
+    /// The key.
     pub key: String,
     /// Line of the overridden occurrence.
     pub earlier_line: u32,
@@ -44,7 +45,9 @@ pub struct Duplicate {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]
 pub struct SyntaxError {
+    /// 1-based line where the logical line starts.
     pub line: u32,
+    /// What Java would reject.
     pub message: String,
 }
 
@@ -66,6 +69,7 @@ pub struct Properties {
     pub duplicates: Vec<Duplicate>,
     /// Lines Java would reject; they are skipped, the rest of the file is still read.
     pub errors: Vec<SyntaxError>,
+    /// How the bytes were decoded.
     pub encoding: Encoding,
     /// The file started with a UTF-8 byte order mark (stripped; Java would keep it as part of
     /// the first key).
@@ -73,6 +77,9 @@ pub struct Properties {
     /// First line holding a character outside ASCII, where MirrorMaker's ISO-8859-1 reading
     /// differs from a UTF-8 reading.
     pub first_non_ascii_line: Option<u32>,
+    /// More logical lines than the limit given to [`parse_bytes_bounded`]: the rest of the
+    /// file was not read.
+    pub truncated: bool,
 }
 
 impl Properties {
@@ -109,8 +116,13 @@ pub fn decode(bytes: &[u8]) -> (String, Encoding, bool) {
 
 /// Parses raw file bytes (see [`decode`]).
 pub fn parse_bytes(bytes: &[u8]) -> Properties {
+    parse_bytes_bounded(bytes, usize::MAX)
+}
+
+/// Parses raw file bytes, reading at most `max_entries` logical lines.
+pub fn parse_bytes_bounded(bytes: &[u8], max_entries: usize) -> Properties {
     let (text, encoding, had_bom) = decode(bytes);
-    let mut props = parse_str(&text);
+    let mut props = parse_str_bounded(&text, max_entries);
     props.encoding = encoding;
     props.had_bom = had_bom;
     props
@@ -118,10 +130,19 @@ pub fn parse_bytes(bytes: &[u8]) -> Properties {
 
 /// Parses already decoded text.
 pub fn parse_str(text: &str) -> Properties {
+    parse_str_bounded(text, usize::MAX)
+}
+
+fn parse_str_bounded(text: &str, max_entries: usize) -> Properties {
     let chars: Vec<char> = text.chars().collect();
     let mut all: Vec<Entry> = Vec::new();
     let mut errors = Vec::new();
-    for logical in LineReader::new(&chars) {
+    let mut truncated = false;
+    for (n, logical) in LineReader::new(&chars).enumerate() {
+        if n >= max_entries {
+            truncated = true;
+            break;
+        }
         match split_line(&logical.chars) {
             Ok((key, value)) => all.push(Entry {
                 key,
@@ -157,6 +178,7 @@ pub fn parse_str(text: &str) -> Properties {
         encoding: Encoding::Utf8,
         had_bom: false,
         first_non_ascii_line,
+        truncated,
     }
 }
 
@@ -648,6 +670,14 @@ mod tests {
         assert_eq!(p.get("clusters"), Some("A"));
         let p = parse_bytes(b"a=1");
         assert_eq!(p.first_non_ascii_line, None);
+    }
+
+    #[test]
+    fn bounded_parsing_stops() {
+        let p = parse_bytes_bounded(b"a=1\nb=2\nc=3\n", 2);
+        assert!(p.truncated);
+        assert_eq!(p.entries.len(), 2);
+        assert!(!parse_bytes_bounded(b"a=1\nb=2\n", 2).truncated);
     }
 
     #[test]

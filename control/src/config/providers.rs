@@ -36,8 +36,11 @@ pub const MAX_REFERENCES_PER_VALUE: usize = 64;
 /// What kind of provider a name stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
+    /// `FileConfigProvider`: keys of a properties file (and, in strait, whole files).
     File,
+    /// `EnvVarConfigProvider`: environment variables.
     EnvVar,
+    /// `DirectoryConfigProvider`: files of a directory.
     Directory,
 }
 
@@ -62,7 +65,9 @@ impl ProviderKind {
 /// A declared (or built-in) provider.
 #[derive(Debug, Clone)]
 pub struct Provider {
+    /// The name used in references (`${name:...}`).
     pub name: String,
+    /// What it reads.
     pub kind: ProviderKind,
     /// Declared through `config.providers` (false for the built-in `env` and `file`).
     pub declared: bool,
@@ -118,7 +123,9 @@ pub enum ProviderError {
 /// A problem found while reading the declarations, tied to the key that has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeclarationError {
+    /// The `config.providers*` key.
     pub key: String,
+    /// The problem.
     pub error: ProviderError,
 }
 
@@ -275,9 +282,11 @@ impl Providers {
 /// One `${provider:path:variable}` reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
+    /// The provider name.
     pub provider: String,
     /// Empty when the reference has two parts.
     pub path: String,
+    /// The key, variable or file name.
     pub variable: String,
     /// The reference as written.
     pub text: String,
@@ -323,6 +332,7 @@ pub fn find_references(value: &str) -> Vec<(usize, usize, Reference)> {
 /// A value after resolution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expanded {
+    /// The value with every reference replaced.
     pub value: String,
     /// The references that were replaced.
     pub references: Vec<Reference>,

@@ -1027,7 +1027,7 @@ impl<'a> Resolver<'a> {
                 );
                 TrustStore::PublicRoots
             } else {
-                TrustStore::PemInline(certs.value.clone())
+                TrustStore::PemInline(normalize_inline_pem(&certs.value))
             }
         } else if let Some(loc) = &ts_loc {
             let path = std::path::PathBuf::from(java_trim(&loc.value));
@@ -1144,8 +1144,17 @@ impl<'a> Resolver<'a> {
                     path,
                     password: store_pw.map(Secret::new),
                 })
+            } else if ks_type.eq_ignore_ascii_case("JKS") {
+                let type_v = get("ssl.keystore.type");
+                self.error(
+                    ErrorKind::Unsupported,
+                    type_v.as_ref().or(Some(loc)),
+                    "ssl.keystore.type",
+                    "JKS key stores are not supported by strait (ssl.keystore.type defaults to JKS); convert the store to PKCS12 (keytool -importkeystore -deststoretype PKCS12) or PEM",
+                );
+                None
             } else {
-                // JKS and unknown types were reported with ssl.keystore.type.
+                // Unknown types were reported with ssl.keystore.type.
                 None
             }
         } else {
@@ -1228,6 +1237,38 @@ impl<'a> Resolver<'a> {
             password,
         })
     }
+}
+
+/// Inline PEM written with properties-file continuations arrives on one line
+/// (`-----BEGIN CERTIFICATE----- MIIB... -----END CERTIFICATE-----`): Kafka's parser accepts
+/// that, PEM readers generally do not. Rebuilds each block with the markers and every base64
+/// chunk on their own lines; text without a complete block is returned as it is.
+pub fn normalize_inline_pem(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(b) = rest.find("-----BEGIN ") {
+        let after = &rest[b + "-----BEGIN ".len()..];
+        let Some(label_end) = after.find("-----") else {
+            break;
+        };
+        let label = &after[..label_end];
+        let body_and_rest = &after[label_end + 5..];
+        let end_marker = format!("-----END {label}-----");
+        let Some(e) = body_and_rest.find(&end_marker) else {
+            break;
+        };
+        out.push_str("-----BEGIN ");
+        out.push_str(label);
+        out.push_str("-----\n");
+        for chunk in body_and_rest[..e].split_whitespace() {
+            out.push_str(chunk);
+            out.push('\n');
+        }
+        out.push_str(&end_marker);
+        out.push('\n');
+        rest = &body_and_rest[e + end_marker.len()..];
+    }
+    if out.is_empty() { s.to_string() } else { out }
 }
 
 fn parse_protocol(v: &str) -> Result<SecurityProtocol, String> {
@@ -1730,6 +1771,37 @@ mod tests {
             errs.iter()
                 .all(|e| !e.to_string().contains("nope") && !e.to_string().contains("orphan"))
         );
+    }
+
+    #[test]
+    fn inline_pem_is_rebuilt_line_by_line() {
+        use super::normalize_inline_pem;
+        assert_eq!(
+            normalize_inline_pem(
+                "-----BEGIN CERTIFICATE----- AAAA BBBB -----END CERTIFICATE----- -----BEGIN CERTIFICATE----- CC -----END CERTIFICATE-----"
+            ),
+            "-----BEGIN CERTIFICATE-----\nAAAA\nBBBB\n-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\nCC\n-----END CERTIFICATE-----\n"
+        );
+        assert_eq!(normalize_inline_pem("not pem"), "not pem");
+        assert_eq!(
+            normalize_inline_pem("-----BEGIN X----- unterminated"),
+            "-----BEGIN X----- unterminated"
+        );
+    }
+
+    #[test]
+    fn jks_key_stores_and_self_flows() {
+        let errs = try_load("B.security.protocol = SSL\nB.ssl.keystore.location = /k.jks\nB.ssl.keystore.password = pw\n")
+            .expect_err("JKS key store");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].kind, ErrorKind::Unsupported);
+        assert_eq!(errs[0].key.as_deref(), Some("B.ssl.keystore.location"));
+        assert_eq!(errs[0].line, Some(7));
+        // The JKS type alone, with no key store, is harmless.
+        load("B.ssl.keystore.type = JKS\n");
+        let errs = try_load("A->A.enabled = true\n").expect_err("self flow");
+        assert_eq!(errs[0].kind, ErrorKind::Conflict);
+        assert_eq!(errs[0].line, Some(6));
     }
 
     #[test]

@@ -14,6 +14,16 @@ pub(crate) fn add_warnings(
     out: &mut Vec<ConfigWarning>,
 ) {
     let enabled: Vec<&FlowConfig> = flows.iter().filter(|f| f.enabled.value).collect();
+    if enabled.is_empty() {
+        out.push(ConfigWarning::new(
+            Severity::Warning,
+            WarningKind::NoReplication,
+            None,
+            None,
+            "no flow replicates records: MirrorMaker enables none by default; enable one with `<source>-><target>.enabled = true`",
+        ));
+    }
+    heartbeats_only(flows, out);
     replication_factor(&enabled, out);
     identity_cycles(&enabled, out);
     same_cluster(clusters, &enabled, out);
@@ -25,6 +35,29 @@ pub(crate) fn add_warnings(
     mm2_boolean_parsing(raw, &aliases, out);
     top_level_enabled(raw, out);
     strait_defaults(&enabled, out);
+}
+
+/// MirrorMaker runs a heartbeat-only flow for every pair by default, so a one-way setup
+/// still writes into its source cluster.
+fn heartbeats_only(flows: &[FlowConfig], out: &mut Vec<ConfigWarning>) {
+    for f in flows
+        .iter()
+        .filter(|f| f.heartbeats_only && f.emit_heartbeats_enabled.value)
+    {
+        out.push(ConfigWarning::new(
+            Severity::Note,
+            WarningKind::HeartbeatsOnly,
+            Some(&format!("{}.emit.heartbeats.enabled", f.name())),
+            None,
+            format!(
+                "flow {} replicates nothing but writes heartbeats into `{}` (as MirrorMaker does by default); set `{}.emit.heartbeats.enabled = false` if `{}` must not be written to",
+                f.name(),
+                f.target,
+                f.name(),
+                f.target
+            ),
+        ));
+    }
 }
 
 fn flow_names(flows: &[&FlowConfig]) -> String {
@@ -351,5 +384,130 @@ fn strait_defaults(enabled: &[&FlowConfig], out: &mut Vec<ConfigWarning>) {
             None,
             format!("refresh.topics.interval.seconds and refresh.groups.interval.seconds default to 10 (MirrorMaker: 600): {WHY_FAST_REFRESH}"),
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{ConfigWarning, Mm2Config, Severity, StaticEnv, WarningKind, load_with};
+
+    fn load(text: &str) -> Mm2Config {
+        let env = StaticEnv::new().file("/m.properties", text);
+        match load_with(Path::new("/m.properties"), &env) {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn of(c: &Mm2Config, kind: WarningKind) -> Vec<&ConfigWarning> {
+        c.warnings.iter().filter(|w| w.kind == kind).collect()
+    }
+
+    const TWO_WAY: &str = "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\nB->A.enabled = true\nreplication.factor = 3\n";
+
+    #[test]
+    fn identity_policy_both_ways() {
+        let c = load(&format!(
+            "{TWO_WAY}replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\nA->B.topics = orders, payments\nB->A.topics = orders.*\n"
+        ));
+        let w = of(&c, WarningKind::IdentityCycle);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].severity, Severity::Warning);
+        assert!(w[0].message.contains("`orders`"), "{}", w[0].message);
+        // Disjoint literal filters cannot be proven disjoint in general: a note only.
+        let c = load(&format!(
+            "{TWO_WAY}replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\nA->B.topics = a-.*\nB->A.topics = b-.*\n"
+        ));
+        let w = of(&c, WarningKind::IdentityCycle);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].severity, Severity::Note);
+        // The default policy detects cycles: nothing to say.
+        assert!(of(&load(TWO_WAY), WarningKind::IdentityCycle).is_empty());
+    }
+
+    #[test]
+    fn two_aliases_for_one_cluster() {
+        let c = load(
+            "clusters = A, A2, B\nA.bootstrap.servers = kafka-1:9092, kafka-2:9092\nA2.bootstrap.servers = KAFKA-2:9092\nB.bootstrap.servers = b:1\nA->B.enabled = true\nA2->B.enabled = true\nreplication.factor = 3\n",
+        );
+        let w = of(&c, WarningKind::SameCluster);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].line, Some(3));
+        assert!(w[0].message.contains("kafka-2:9092"), "{}", w[0].message);
+        // Only aliases used by replicating flows count.
+        let c = load(
+            "clusters = A, A2, B\nA.bootstrap.servers = k:1\nA2.bootstrap.servers = k:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\nreplication.factor = 3\n",
+        );
+        assert!(of(&c, WarningKind::SameCluster).is_empty());
+    }
+
+    #[test]
+    fn replication_factor_and_group_sync() {
+        let c = load(
+            "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n",
+        );
+        assert_eq!(of(&c, WarningKind::ReplicationFactorDefault).len(), 1);
+        assert_eq!(of(&c, WarningKind::GroupOffsetSyncDisabled).len(), 1);
+        let c = load(&format!("{TWO_WAY}sync.group.offsets.enabled = true\n"));
+        assert!(of(&c, WarningKind::ReplicationFactorDefault).is_empty());
+        assert!(of(&c, WarningKind::GroupOffsetSyncDisabled).is_empty());
+    }
+
+    #[test]
+    fn offset_lag_max() {
+        let c = load(&format!(
+            "{TWO_WAY}A->B.offset.lag.max = 5000\nB->A.offset.lag.max = 0\n"
+        ));
+        let w = of(&c, WarningKind::OffsetLagMax);
+        let sev: Vec<(Severity, bool)> = w
+            .iter()
+            .map(|w| (w.severity, w.message.contains("5000")))
+            .collect();
+        assert_eq!(
+            sev,
+            vec![(Severity::Warning, false), (Severity::Warning, true)]
+        );
+        let c = load(TWO_WAY);
+        assert_eq!(
+            of(&c, WarningKind::OffsetLagMax)[0].severity,
+            Severity::Note
+        );
+    }
+
+    #[test]
+    fn checkpoints_off_and_mm2_parsing() {
+        let c = load(&format!(
+            "{TWO_WAY}A->B.emit.checkpoints.enabled = false\nemit.heartbeats.enabled = true \n"
+        ));
+        let w = of(&c, WarningKind::CheckpointsOff);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].key.as_deref(), Some("A->B.emit.checkpoints.enabled"));
+        let w = of(&c, WarningKind::Mm2Parsing);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].line, Some(8));
+    }
+
+    #[test]
+    fn nothing_replicates_and_heartbeat_only_flows() {
+        let c = load("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n");
+        assert_eq!(of(&c, WarningKind::NoReplication).len(), 1);
+        assert_eq!(of(&c, WarningKind::HeartbeatsOnly).len(), 2);
+        let c = load(TWO_WAY);
+        assert!(of(&c, WarningKind::NoReplication).is_empty());
+        assert!(of(&c, WarningKind::HeartbeatsOnly).is_empty());
+    }
+
+    #[test]
+    fn top_level_enabled_is_wide() {
+        let c = load(
+            "clusters = A, B, C\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nC.bootstrap.servers = c:1\nenabled = true\nreplication.factor = 3\n",
+        );
+        // Every pair replicates, as in MirrorMaker.
+        assert_eq!(c.enabled_flows().count(), 6);
+        let w = of(&c, WarningKind::WideEffect);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].line, Some(5));
     }
 }

@@ -26,8 +26,11 @@ use crate::filter::java_list;
 /// Where a key applies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
+    /// No prefix.
     Top,
+    /// `<alias>.`
     Cluster(String),
+    /// `<source>-><target>.`
     Flow(String, String),
 }
 
@@ -298,25 +301,41 @@ impl Aliases<'_> {
         (src.to_string(), tgt)
     }
 
-    /// Enabled flows from the raw `X->Y.enabled` keys, parsed like MirrorMaker does.
+    fn flow_to(&self, tgt: &str) -> (String, String) {
+        if let Some(f) = self.enabled_flows.iter().find(|(_, t)| t == tgt) {
+            return f.clone();
+        }
+        let src = self
+            .clusters
+            .iter()
+            .find(|c| c.as_str() != tgt)
+            .cloned()
+            .unwrap_or_else(|| "<source>".to_string());
+        (src, tgt.to_string())
+    }
+
+    /// Enabled flows from the raw `X->Y.enabled` keys (parsed like MirrorMaker does), in
+    /// file order.
     pub(crate) fn from_entries<'e>(
         clusters: &'e [String],
-        entries: impl Iterator<Item = (&'e str, &'e str)>,
+        entries: impl Iterator<Item = (&'e str, &'e str, u32)>,
     ) -> Aliases<'e> {
-        let mut enabled_flows = Vec::new();
-        for (k, v) in entries {
+        let mut found: Vec<(u32, String, String)> = Vec::new();
+        for (k, v, line) in entries {
             if let Some(pair) = k.strip_suffix(".enabled")
                 && let Some((s, t)) = pair.split_once("->")
                 && clusters.iter().any(|c| c == s)
                 && clusters.iter().any(|c| c == t)
+                && s != t
                 && java_parse_boolean(v)
             {
-                enabled_flows.push((s.to_string(), t.to_string()));
+                found.push((line, s.to_string(), t.to_string()));
             }
         }
+        found.sort();
         Aliases {
             clusters,
-            enabled_flows,
+            enabled_flows: found.into_iter().map(|(_, s, t)| (s, t)).collect(),
         }
     }
 }
@@ -466,9 +485,13 @@ pub(crate) fn unknown_key(
     match scope {
         Scope::Top => {
             if lookup_flow(rest).is_some() {
+                let is_override = ClientKind::ALL
+                    .iter()
+                    .any(|k| rest.starts_with(&format!("{}.override.", k.prefix())));
                 let (kind_msg, sugg) = if let Some(k) = ClientKind::ALL
                     .iter()
                     .find(|k| rest.starts_with(&format!("{}.", k.prefix())))
+                    .filter(|_| !is_override)
                 {
                     let alias = if *k == ClientKind::Producer {
                         &tgt
@@ -497,7 +520,12 @@ pub(crate) fn unknown_key(
         }
         Scope::Cluster(a) => {
             if lookup_flow(rest).is_some() {
-                let (s, t) = aliases.flow_from(a);
+                // Connector-level client overrides act on the worker of flows into `a`.
+                let (s, t) = if rest.starts_with("producer.override.") {
+                    aliases.flow_to(a)
+                } else {
+                    aliases.flow_from(a)
+                };
                 return err(
                     ErrorKind::MisplacedKey,
                     format!(
@@ -724,11 +752,15 @@ fn semantic_check(name: &str, value: &str) -> Result<(), (ErrorKind, String)> {
             "PLAIN" | "SCRAM-SHA-256" | "SCRAM-SHA-512" => Ok(()),
             "GSSAPI" | "OAUTHBEARER" => Err((
                 ErrorKind::Unsupported,
-                format!("SASL mechanism {t} is not supported by strait; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+                format!(
+                    "SASL mechanism {t} is not supported by strait; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+                ),
             )),
             _ => Err((
                 ErrorKind::InvalidValue,
-                format!("unknown SASL mechanism `{t}`; strait supports PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"),
+                format!(
+                    "unknown SASL mechanism `{t}`; strait supports PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"
+                ),
             )),
         },
         "sasl.jaas.config" => check_jaas(value),
@@ -736,7 +768,10 @@ fn semantic_check(name: &str, value: &str) -> Result<(), (ErrorKind, String)> {
             if t.is_empty() || t.eq_ignore_ascii_case("https") {
                 Ok(())
             } else {
-                Err((ErrorKind::InvalidValue, format!("expected `https` or an empty value, not `{t}`")))
+                Err((
+                    ErrorKind::InvalidValue,
+                    format!("expected `https` or an empty value, not `{t}`"),
+                ))
             }
         }
         "ssl.enabled.protocols" => {
@@ -744,22 +779,29 @@ fn semantic_check(name: &str, value: &str) -> Result<(), (ErrorKind, String)> {
             if list.iter().any(|p| p == "TLSv1.2" || p == "TLSv1.3") {
                 Ok(())
             } else {
-                Err((ErrorKind::Unsupported, "strait speaks TLSv1.2 and TLSv1.3 only; the list enables neither".to_string()))
+                Err((
+                    ErrorKind::Unsupported,
+                    "strait speaks TLSv1.2 and TLSv1.3 only; the list enables neither".to_string(),
+                ))
             }
         }
         "ssl.keystore.type" => match t {
             "PEM" => Ok(()),
-            _ if t.eq_ignore_ascii_case("PKCS12") => Ok(()),
-            _ if t.eq_ignore_ascii_case("JKS") => Err((
+            // A JKS key store is refused where one is configured (resolution): the type
+            // alone is Kafka's default and harmless.
+            _ if t.eq_ignore_ascii_case("PKCS12") || t.eq_ignore_ascii_case("JKS") => Ok(()),
+            _ => Err((
                 ErrorKind::Unsupported,
-                "JKS key stores are not supported by strait; convert it to PKCS12 or PEM (keytool -importkeystore -deststoretype PKCS12)".to_string(),
+                format!("key store type `{t}` is not supported; use PEM or PKCS12"),
             )),
-            _ => Err((ErrorKind::Unsupported, format!("key store type `{t}` is not supported; use PEM or PKCS12"))),
         },
         "ssl.truststore.type" => match t {
             "PEM" => Ok(()),
             _ if t.eq_ignore_ascii_case("PKCS12") || t.eq_ignore_ascii_case("JKS") => Ok(()),
-            _ => Err((ErrorKind::Unsupported, format!("trust store type `{t}` is not supported; use PEM, PKCS12 or JKS"))),
+            _ => Err((
+                ErrorKind::Unsupported,
+                format!("trust store type `{t}` is not supported; use PEM, PKCS12 or JKS"),
+            )),
         },
         _ => Ok(()),
     }

@@ -58,6 +58,7 @@ pub fn parse_double(v: &str, lo: f64, hi: f64) -> Result<f64, String> {
 pub struct BrokerAddress {
     /// Host name or IP literal (IPv6 without brackets).
     pub host: String,
+    /// TCP port.
     pub port: u16,
 }
 
@@ -119,7 +120,9 @@ pub fn parse_host_ports(v: &str) -> Result<Vec<BrokerAddress>, String> {
 /// `auto.offset.reset`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AutoOffsetReset {
+    /// The log start.
     Earliest,
+    /// The log end.
     Latest,
     /// No reset: a missing position is an error.
     None,
@@ -162,7 +165,9 @@ impl AutoOffsetReset {
 /// `isolation.level`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IsolationLevel {
+    /// Everything up to the high watermark, aborted transactions included.
     ReadUncommitted,
+    /// Up to the last stable offset, aborted transactions dropped.
     ReadCommitted,
 }
 
