@@ -220,3 +220,119 @@ pub fn temp_file(text: &str) -> PathBuf {
     let (_, path) = f.keep().expect("keep temp file");
     path
 }
+
+/// A small Java program compiled against the test bed's Kafka jars (kafka-clients,
+/// connect-mirror-client, ...). Tests use these to produce data with Kafka's own client (bytes we
+/// did not write) and to call Kafka's own libraries (e.g. `RemoteClusterUtils`).
+#[derive(Debug, Clone)]
+pub struct JavaProgram {
+    class: String,
+    classes_dir: PathBuf,
+}
+
+impl JavaProgram {
+    /// Compiles `source` (a whole `.java` file defining public class `class`) once per content;
+    /// the classes are cached under the test bed directory.
+    pub fn compile(class: &str, source: &str) -> JavaProgram {
+        use std::hash::{Hash, Hasher};
+        let tb = Testbed::get();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        source.hash(&mut h);
+        let dir = PathBuf::from(tb.var("STRAIT_TESTBED_DIR"))
+            .join("java")
+            .join(format!("{class}-{:016x}", h.finish()));
+        let marker = dir.join(format!("{class}.class"));
+        if !marker.exists() {
+            let src_dir = dir.join("src");
+            std::fs::create_dir_all(&src_dir).expect("create java dir");
+            let src = src_dir.join(format!("{class}.java"));
+            std::fs::write(&src, source).expect("write java source");
+            let libs = format!("{}/*", tb.var("STRAIT_KAFKA_LIBS"));
+            // Compile into a temporary directory and rename it into place, so that concurrent
+            // tests never see half-written classes.
+            let tmp = tempfile::Builder::new()
+                .prefix("javac-")
+                .tempdir_in(dir.parent().expect("has parent"))
+                .expect("temp dir");
+            let out = Command::new("javac")
+                .args(["-nowarn", "-d"])
+                .arg(tmp.path())
+                .args(["-cp", &libs])
+                .arg(&src)
+                .output()
+                .expect("javac runs (a JDK is required)");
+            assert!(
+                out.status.success(),
+                "javac {class} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            for entry in std::fs::read_dir(tmp.path()).expect("read classes") {
+                let entry = entry.expect("entry");
+                let _ = std::fs::rename(entry.path(), dir.join(entry.file_name()));
+            }
+        }
+        JavaProgram {
+            class: class.to_string(),
+            classes_dir: dir,
+        }
+    }
+
+    /// Runs the program through `scripts/kafka-tool kafka-run-class`; panics with its stderr
+    /// if it fails. Returns stdout.
+    pub fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> String {
+        let mut cmd = Command::new(repo_root().join("scripts/kafka-tool"));
+        cmd.arg("kafka-run-class")
+            .arg(&self.class)
+            .args(args)
+            .env("STRAIT_EXTRA_CLASSPATH", &self.classes_dir)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("kafka-run-class starts");
+        if let Some(data) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("piped")
+                .write_all(data)
+                .expect("write stdin");
+        }
+        let out = child.wait_with_output().expect("program runs");
+        if !out.status.success() {
+            panic!(
+                "java {} {args:?} failed ({}):\n{}",
+                self.class,
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// An `mm2.properties` for the test bed: clusters `A` (source) and `B` (target) on their
+/// PLAINTEXT listeners, flow `A->B` enabled for `topics`, every replication factor 1, and
+/// `extra` lines appended. Returns the file's path.
+pub fn testbed_mm2_config(topics: &str, extra: &str) -> PathBuf {
+    let tb = Testbed::get();
+    temp_file(&format!(
+        "clusters = A, B\n\
+         A.bootstrap.servers = {}\n\
+         B.bootstrap.servers = {}\n\
+         A->B.enabled = true\n\
+         A->B.topics = {topics}\n\
+         B->A.emit.heartbeats.enabled = false\n\
+         replication.factor = 1\n\
+         checkpoints.topic.replication.factor = 1\n\
+         heartbeats.topic.replication.factor = 1\n\
+         offset-syncs.topic.replication.factor = 1\n\
+         strait.progress.topic.replication.factor = 1\n\
+         {extra}\n",
+        tb.source(),
+        tb.target()
+    ))
+}
