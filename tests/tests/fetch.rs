@@ -89,21 +89,9 @@ fn console_producer_records_read_back_byte_for_byte() {
                     RetryConfig::default(),
                 );
                 let topic = unique("bytes");
-                let created = admin
-                    .create_topics(
-                        &[NewTopic {
-                            name: topic.clone(),
-                            partitions: 1,
-                            replication_factor: -1,
-                            configs: vec![],
-                        }],
-                        30_000,
-                    )
+                admin
+                    .create_topic(NewTopic::new(&topic, 1), 30_000)
                     .await
-                    .unwrap();
-                created[0]
-                    .1
-                    .as_ref()
                     .unwrap_or_else(|e| panic!("{label}: {e}"));
 
                 // Keys, values with spaces, punctuation and multi-byte UTF-8.
