@@ -12,3 +12,4 @@ pub mod plan;
 pub mod policy;
 pub mod progress;
 pub mod replicate;
+pub mod translate;
