@@ -84,6 +84,8 @@ pub enum RunError {
     Cluster(#[from] ClusterError),
     #[error("{0}")]
     Setup(String),
+    #[error(transparent)]
+    Offsets(#[from] crate::translate::OffsetsError),
 }
 
 pub(crate) struct PartitionState {
@@ -103,6 +105,8 @@ pub(crate) struct FlowRuntime {
     source_ep: Arc<ClusterEndpoint>,
     target_ep: Arc<ClusterEndpoint>,
     progress: ProgressStore,
+    /// Offset syncs, checkpoints and group-offset sync.
+    offsets: crate::translate::OffsetsRuntime,
 }
 
 fn endpoint(
@@ -159,6 +163,14 @@ pub async fn run(
             topic = progress.topic(),
             "progress loaded"
         );
+        let offsets = crate::translate::OffsetsRuntime::start(
+            &plan.config,
+            source.clone(),
+            target.clone(),
+            progress.entries(),
+            Instant::now(),
+        )
+        .await?;
         flows.push(FlowRuntime {
             plan,
             source,
@@ -166,6 +178,7 @@ pub async fn run(
             source_ep,
             target_ep,
             progress,
+            offsets,
         });
     }
 
@@ -236,6 +249,11 @@ pub async fn run(
     }
     for f in flows.iter_mut() {
         f.progress.flush(&f.target, now_ms()).await?;
+    }
+    // The last offset syncs; with --until-caught-up, a final round of checkpoints and group
+    // sync over the final mapping.
+    for f in flows.iter_mut() {
+        f.offsets.finish(opts.until_caught_up, now_ms()).await;
     }
     let mut total = ShardStats::default();
     for s in stats.values() {
@@ -487,6 +505,9 @@ async fn control_loop(
                 }
             }
         }
+        for f in flows.iter_mut() {
+            f.offsets.tick(Instant::now(), now_ms()).await;
+        }
         if last_flush.elapsed() >= Duration::from_millis(opts.progress_flush_ms) {
             last_flush = Instant::now();
             for f in flows.iter_mut() {
@@ -518,10 +539,22 @@ async fn apply_event(
         ShardEvent::Report {
             shard,
             progress,
-            mappings: _,
+            mappings,
             stats: s,
         } => {
             stats.insert(shard, s);
+            // Offsets: the segments first, then the acknowledged ends they cover.
+            for (key, segments) in &mappings {
+                if let Some(f) = flows.get_mut(key.flow as usize) {
+                    f.offsets.on_segments(&key.topic, key.partition, segments);
+                }
+            }
+            for p in &progress {
+                if let Some(f) = flows.get_mut(p.key.flow as usize) {
+                    f.offsets
+                        .on_progress(&p.key.topic, p.key.partition, p.next_offset);
+                }
+            }
             for p in progress {
                 if let Some(st) = parts.get_mut(&p.key) {
                     st.next_offset = p.next_offset;
@@ -565,8 +598,16 @@ async fn apply_event(
             st.failed = Some(error);
         }
         ShardEvent::Revoked {
-            key, next_offset, ..
+            key,
+            next_offset,
+            mappings,
+            ..
         } => {
+            if let Some(f) = flows.get_mut(key.flow as usize) {
+                f.offsets.on_segments(&key.topic, key.partition, &mappings);
+                f.offsets
+                    .on_progress(&key.topic, key.partition, next_offset);
+            }
             if let Some(st) = parts.get_mut(&key) {
                 st.next_offset = next_offset;
             }
