@@ -1,6 +1,6 @@
 //! The `strait` binary.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -42,6 +42,28 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Consumer-group offsets across a flow.
+    Offsets {
+        #[command(subcommand)]
+        command: OffsetsCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum OffsetsCommand {
+    /// Translate a group's committed source offsets to the target, per partition, with their
+    /// precision (from the offset syncs and strait's stored progress; replicates nothing).
+    Translate {
+        /// The mm2.properties file.
+        #[arg(long)]
+        config: PathBuf,
+        /// The consumer group.
+        #[arg(long)]
+        group: String,
+        /// The flow, as SOURCE->TARGET (default: the only enabled flow).
+        #[arg(long)]
+        flow: Option<String>,
+    },
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -70,6 +92,20 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
+        Command::Offsets {
+            command:
+                OffsetsCommand::Translate {
+                    config,
+                    group,
+                    flow,
+                },
+        } => match offsets_translate(&config, &group, flow.as_deref()) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("strait: {e:#}");
+                ExitCode::from(3)
+            }
+        },
         Command::Run {
             config,
             until_caught_up,
@@ -164,6 +200,28 @@ fn run(
         }
         Ok(ExitCode::from(2))
     }
+}
+
+fn offsets_translate(path: &Path, group: &str, flow: Option<&str>) -> anyhow::Result<ExitCode> {
+    let cfg = match config::load(path) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the control runtime")?;
+    // Broker connections run as local tasks.
+    let local = tokio::task::LocalSet::new();
+    let report = local.block_on(
+        &rt,
+        strait_control::translate::translate_command(&cfg, flow, group),
+    )?;
+    print!("{report}");
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn shutdown_signal() {
