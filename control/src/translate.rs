@@ -67,14 +67,17 @@ use crate::internal;
 use crate::offsets::{
     Checkpoint, CheckpointSkip, CheckpointStore, CommittedOffset, GroupSyncAction,
     GroupSyncDecision, OffsetMapping, OffsetSyncStore, OffsetSyncWriter, Precision, Segment,
-    SyncWriterConfig, TargetGroupState, TranslatedOffset, TranslationSource, plan_group_sync,
-    translate_offset,
+    StoredSync, SyncWriterConfig, TargetGroupState, TranslatedOffset, TranslationSource,
+    plan_group_sync, translate_offset,
 };
 use crate::progress;
 
 /// Default bound on the consumer groups one flow checkpoints. Each costs one OffsetFetch per
 /// checkpoint round and per group refresh.
 pub const DEFAULT_MAX_GROUPS: usize = 10_000;
+
+/// How long offset-sync sends pause after a failed one.
+pub const SYNC_FAILURE_PAUSE: Duration = Duration::from_secs(5);
 
 /// Records per produce request to an internal topic.
 const MAX_RECORDS_PER_PRODUCE: usize = 500;
@@ -233,20 +236,21 @@ pub async fn seed_from_progress(
     target: &Cluster,
     progress: &BTreeMap<TopicPartition, progress::Entry>,
 ) -> usize {
-    let mut candidates: Vec<(TopicPartition, TopicPartition, i64, i64, i64)> = Vec::new();
+    let mut candidates: Vec<(TopicPartition, TopicPartition, StoredSync, i64)> = Vec::new();
     for (tp, entry) in progress {
         let Some(latest) = translator.store.syncs_for(tp).map(|s| s[0]) else {
             continue;
         };
-        if entry.next_offset > latest.upstream_offset && latest.downstream_offset >= 0 {
+        // Only ask the target about partitions that could qualify.
+        if restart_seed(
+            &latest,
+            entry.next_offset,
+            latest.downstream_offset.saturating_add(1),
+        )
+        .is_some()
+        {
             let remote = TopicPartition::new(flow.remote_topic(&tp.topic), tp.partition);
-            candidates.push((
-                tp.clone(),
-                remote,
-                latest.upstream_offset,
-                latest.downstream_offset,
-                entry.next_offset,
-            ));
+            candidates.push((tp.clone(), remote, latest, entry.next_offset));
         }
     }
     if candidates.is_empty() {
@@ -261,19 +265,30 @@ pub async fn seed_from_progress(
         )
         .await;
     let mut seeded = 0;
-    for (tp, remote, u, d, next) in candidates {
+    for (tp, remote, latest, next) in candidates {
         let Some(Ok(end)) = ends.get(&remote) else {
             continue;
         };
-        if d.checked_add(1) != Some(*end) {
-            continue;
-        }
-        if translator.append(&tp, Segment::new(u, d, 1)).is_ok() {
+        if let Some(segment) = restart_seed(&latest, next, *end)
+            && translator.append(&tp, segment).is_ok()
+        {
             translator.acked_end.insert(tp, next);
             seeded += 1;
         }
     }
     seeded
+}
+
+/// The exact pair a restart can trust for one partition (see [`seed_from_progress`]): the
+/// latest offset sync `(u, d)` as a one-record segment, when the target partition ends right
+/// after `d` (`target_end == d + 1`) and the stored progress `next_offset` is past `u`. With it
+/// and `next_offset` as the acknowledged end, upstream offsets `u..=next_offset` translate
+/// exactly.
+pub fn restart_seed(latest: &StoredSync, next_offset: i64, target_end: i64) -> Option<Segment> {
+    let (u, d) = (latest.upstream_offset, latest.downstream_offset);
+    let segment = Segment::new(u, d, 1);
+    (segment.is_valid() && next_offset > u && d.checked_add(1) == Some(target_end))
+        .then_some(segment)
 }
 
 /// Builds an admin-style client for `client` (connections are opened on first use).
@@ -395,6 +410,8 @@ pub struct OffsetsRuntime {
     /// every round.
     last_reports: HashMap<String, String>,
     mapping_errors: u64,
+    /// No offset-sync sends before this instant (after a failed send).
+    syncs_paused_until: Option<Instant>,
 }
 
 impl fmt::Debug for OffsetsRuntime {
@@ -427,7 +444,7 @@ impl OffsetsRuntime {
 
         let mut checkpoints = CheckpointStore::default();
         if settings.emit_checkpoints {
-            progress::ensure_compacted_topic(
+            ensure_internal_topic(
                 &target,
                 &checkpoints_topic,
                 flow.checkpoints_topic_replication_factor.value,
@@ -467,7 +484,7 @@ impl OffsetsRuntime {
                 },
                 producer,
             };
-            progress::ensure_compacted_topic(
+            ensure_internal_topic(
                 &syncs_admin,
                 &topic.name,
                 flow.offset_syncs_topic_replication_factor.value,
@@ -532,6 +549,7 @@ impl OffsetsRuntime {
                 .then(|| now + settings.sync_group_offsets_interval),
             last_reports: HashMap::new(),
             mapping_errors: 0,
+            syncs_paused_until: None,
             flow: flow.clone(),
             settings,
         };
@@ -600,11 +618,11 @@ impl OffsetsRuntime {
 
     /// Runs what is due at `now`; `wall_ms` stamps the records written.
     pub async fn tick(&mut self, now: Instant, wall_ms: i64) {
-        self.send_syncs(wall_ms).await;
+        self.send_syncs(now, wall_ms).await;
         if now >= self.next_flush {
             self.next_flush = now + self.settings.offset_flush_interval;
             self.writer.on_flush_interval();
-            self.send_syncs(wall_ms).await;
+            self.send_syncs(now, wall_ms).await;
         }
         if self.next_refresh.is_some_and(|t| now >= t) {
             self.next_refresh = Some(now + self.settings.refresh_groups_interval);
@@ -627,13 +645,14 @@ impl OffsetsRuntime {
     pub async fn finish(&mut self, final_round: bool, wall_ms: i64) {
         if self.syncs.is_some() {
             self.writer.on_flush_interval();
+            self.syncs_paused_until = None;
             let deadline = Instant::now() + self.settings.admin_timeout;
             while self.writer.outstanding() > 0 || self.writer.pending_len() > 0 {
-                if Instant::now() >= deadline {
+                let now = Instant::now();
+                if now >= deadline || !self.send_syncs(now, wall_ms).await {
                     tracing::warn!(flow = %self.name, pending = self.writer.pending_len(), "gave up publishing the last offset syncs");
                     break;
                 }
-                self.send_syncs(wall_ms).await;
             }
         }
         if final_round && self.settings.emit_checkpoints {
@@ -646,14 +665,20 @@ impl OffsetsRuntime {
     }
 
     /// Produces the syncs the writer has made ready (at most `max_outstanding_syncs`), in one
-    /// request. MM2 only logs a failed send; so does strait.
-    async fn send_syncs(&mut self, wall_ms: i64) {
+    /// request. MM2 only logs a failed send; so does strait, and then pauses sending for
+    /// [`SYNC_FAILURE_PAUSE`] so that an unreachable cluster does not hold up the control loop
+    /// at every tick (meanwhile the writer keeps at most one pending sync per partition).
+    /// Returns false when a send failed.
+    async fn send_syncs(&mut self, now: Instant, wall_ms: i64) -> bool {
         let Some(syncs) = &self.syncs else {
-            return;
+            return true;
         };
+        if self.syncs_paused_until.is_some_and(|t| now < t) {
+            return true;
+        }
         let ready = self.writer.take_ready();
         if ready.is_empty() {
-            return;
+            return true;
         }
         let mut records = Vec::with_capacity(ready.len());
         for s in &ready {
@@ -671,6 +696,8 @@ impl OffsetsRuntime {
             internal::produce(&syncs.producer, &syncs.name, 0, &records),
         )
         .await;
+        let ok = matches!(sent, Ok(Ok(_)));
+        self.syncs_paused_until = (!ok).then_some(now + SYNC_FAILURE_PAUSE);
         match sent {
             Ok(Ok(_)) => {
                 for s in &ready {
@@ -696,6 +723,7 @@ impl OffsetsRuntime {
             let _ = self.writer.on_send_complete();
         }
         self.writer.fire_pending();
+        ok
     }
 
     async fn with_timeout<T>(
@@ -1008,6 +1036,29 @@ impl OffsetsRuntime {
             });
         }
         Ok(reports)
+    }
+}
+
+/// MM2's `createSinglePartitionCompactedTopic`: one partition, `cleanup.policy=compact`, the
+/// given replication factor. Like MM2, a refusal for lack of authorization or an old broker is
+/// logged and ignored, on the assumption that the topic exists or will be created by someone
+/// allowed to.
+async fn ensure_internal_topic(
+    cluster: &Cluster,
+    topic: &str,
+    replication_factor: i16,
+) -> Result<(), ClusterError> {
+    use kafka_protocol::ResponseError as E;
+    match progress::ensure_compacted_topic(cluster, topic, replication_factor).await {
+        Err(e)
+            if e.is(E::TopicAuthorizationFailed)
+                || e.is(E::ClusterAuthorizationFailed)
+                || e.is(E::UnsupportedVersion) =>
+        {
+            tracing::warn!(topic, cluster = cluster.alias(), error = %e, "cannot create the internal topic; assuming it exists");
+            Ok(())
+        }
+        other => other,
     }
 }
 
@@ -1511,6 +1562,8 @@ pub async fn translate_command(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
     use crate::offsets::{OffsetSync, Translation};
 
     fn tp() -> TopicPartition {
@@ -1683,5 +1736,160 @@ mod tests {
         assert!(text.contains("0 committed, 1 skipped"), "{text}");
         assert!(text.contains("Stable"), "{text}");
         assert_eq!(r.committed(), 0);
+    }
+
+    #[test]
+    fn restart_seed_needs_the_target_to_end_at_the_sync() {
+        let sync = |u, d| StoredSync {
+            id: 0,
+            upstream_offset: u,
+            downstream_offset: d,
+        };
+        assert_eq!(
+            restart_seed(&sync(99, 49,), 101, 50),
+            Some(Segment::new(99, 49, 1))
+        );
+        // Something was written after the sync (records replicated since, or foreign writes).
+        assert_eq!(restart_seed(&sync(99, 49), 101, 51), None);
+        // The stored progress is not past the sync: nothing to add.
+        assert_eq!(restart_seed(&sync(99, 49), 99, 50), None);
+        assert_eq!(restart_seed(&sync(-1, 49), 101, 50), None);
+        assert_eq!(restart_seed(&sync(5, i64::MAX), 101, i64::MIN), None);
+    }
+
+    /// One acknowledged batch: records skipped upstream before it (never replicated), its record
+    /// count, and whether the sends in flight complete before the next batch.
+    #[derive(Debug, Clone)]
+    struct Batch {
+        upstream_gap: i64,
+        len: i64,
+        sends_complete: bool,
+    }
+
+    fn batches() -> impl Strategy<Value = Vec<Batch>> {
+        proptest::collection::vec(
+            (
+                prop_oneof![3 => Just(0i64), 2 => 1i64..4, 1 => 4i64..50],
+                1i64..60,
+                any::<bool>(),
+            )
+                .prop_map(|(upstream_gap, len, sends_complete)| Batch {
+                    upstream_gap,
+                    len,
+                    sends_complete,
+                }),
+            1..60,
+        )
+    }
+
+    /// The segments of a stream (the target has no other writer), every replicated
+    /// (upstream, downstream) pair, and the upstream and downstream ends.
+    fn replay(batches: &[Batch]) -> (Vec<Segment>, Vec<(i64, i64)>, i64, i64) {
+        let (mut u, mut d) = (0i64, 0i64);
+        let mut segments = Vec::new();
+        let mut pairs = Vec::new();
+        for b in batches {
+            u += b.upstream_gap;
+            segments.push(Segment::new(u, d, b.len));
+            pairs.extend((0..b.len).map(|i| (u + i, d + i)));
+            u += b.len;
+            d += b.len;
+        }
+        (segments, pairs, u, d)
+    }
+
+    /// Where a group at upstream `u` must resume: the first replicated record at or after `u`,
+    /// else the downstream end (the next record written).
+    fn truth(pairs: &[(i64, i64)], u: i64, downstream_end: i64) -> i64 {
+        let i = pairs.partition_point(|&(pu, _)| pu < u);
+        pairs.get(i).map_or(downstream_end, |&(_, d)| d)
+    }
+
+    fn sent(w: &mut OffsetSyncWriter, out: &mut Vec<OffsetSync>) {
+        loop {
+            let ready = w.take_ready();
+            if ready.is_empty() {
+                break;
+            }
+            for _ in &ready {
+                w.on_send_complete().unwrap();
+            }
+            out.extend(ready);
+            w.fire_pending();
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn live_translation_is_exact_up_to_the_acknowledged_end(
+            batches in batches(), tail in 0i64..4,
+        ) {
+            let (segments, pairs, up_end, down_end) = replay(&batches);
+            let mut t = translator(&[], None);
+            for s in &segments {
+                t.append(&tp(), *s).unwrap();
+            }
+            // The shard's acknowledged end may be past the last record (markers, aborts).
+            let acked = up_end + tail;
+            t.acked_end.insert(tp(), acked);
+            let first = pairs[0].0;
+            for u in 0..=acked + 3 {
+                let got = at(&t, u);
+                if u < first {
+                    prop_assert_eq!(got, None);
+                } else if u <= acked {
+                    prop_assert_eq!(got, Some((truth(&pairs, u, down_end), Precision::Exact)), "u={}", u);
+                } else {
+                    prop_assert_eq!(got, Some((down_end, Precision::Approximate)), "u={}", u);
+                }
+            }
+        }
+
+        #[test]
+        fn after_a_restart_translation_never_skips_a_record(
+            batches in batches(), tail in 0i64..4, lag in 0i64..30,
+        ) {
+            let (segments, pairs, up_end, down_end) = replay(&batches);
+            // The run: MM2's cadence, sends completing now and then, the last sync of every
+            // partition published on the way out.
+            let mut w = OffsetSyncWriter::new(SyncWriterConfig { offset_lag_max: lag, max_outstanding: 10 });
+            let mut syncs = Vec::new();
+            for (s, b) in segments.iter().zip(&batches) {
+                w.on_segment(&tp(), *s).unwrap();
+                if b.sends_complete {
+                    sent(&mut w, &mut syncs);
+                }
+            }
+            sent(&mut w, &mut syncs);
+            w.on_flush_interval();
+            sent(&mut w, &mut syncs);
+            // The restart: the offset-syncs topic, the stored progress and the target's end.
+            let mut t = translator(&[], None);
+            for s in &syncs {
+                t.store.handle_sync(s).unwrap();
+            }
+            let acked = up_end + tail;
+            let latest = t.store().syncs_for(&tp()).unwrap()[0];
+            let seed = restart_seed(&latest, acked, down_end);
+            prop_assert!(seed.is_some(), "the last record's sync is published on the way out");
+            t.append(&tp(), seed.unwrap()).unwrap();
+            t.acked_end.insert(tp(), acked);
+            for u in 0..=acked + 3 {
+                let expected = truth(&pairs, u, down_end);
+                match t.translate(&tp(), u) {
+                    Some(x) if x.downstream >= 0 => {
+                        prop_assert!(x.downstream <= expected, "u={} got {:?}, must not pass {}", u, x, expected);
+                        if x.precision == Precision::Exact && u <= acked {
+                            prop_assert_eq!(x.downstream, expected, "u={}", u);
+                        }
+                    }
+                    _ => prop_assert!(u < pairs[0].0 || u < latest.upstream_offset, "u={}", u),
+                }
+            }
+            // A group that read everything resumes exactly at the end.
+            prop_assert_eq!(at(&t, acked), Some((down_end, Precision::Exact)));
+        }
     }
 }
