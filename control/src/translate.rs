@@ -237,7 +237,11 @@ pub async fn seed_from_progress(
     progress: &BTreeMap<TopicPartition, progress::Entry>,
 ) -> usize {
     let mut candidates: Vec<(TopicPartition, TopicPartition, StoredSync, i64)> = Vec::new();
-    for (tp, entry) in progress {
+    // Only partitions this flow replicates: the progress topic also holds other topics' ends.
+    for (tp, entry) in progress
+        .iter()
+        .filter(|(tp, _)| flow.should_replicate_topic(&tp.topic))
+    {
         let Some(latest) = translator.store.syncs_for(tp).map(|s| s[0]) else {
             continue;
         };
@@ -256,6 +260,21 @@ pub async fn seed_from_progress(
     if candidates.is_empty() {
         return 0;
     }
+    // Leave out remote topics the target does not have (one Metadata request, where ListOffsets
+    // would retry each as possibly stale metadata).
+    let names: BTreeSet<&str> = candidates.iter().map(|c| c.1.topic.as_str()).collect();
+    let names: Vec<&str> = names.into_iter().collect();
+    match target.refresh_metadata(Some(&names)).await {
+        Ok(md) => candidates.retain(|c| {
+            md.topics
+                .get(&c.1.topic)
+                .is_some_and(|t| t.partition(c.1.partition).is_some())
+        }),
+        Err(e) => {
+            tracing::debug!(error = %e, "no target metadata: translation starts from the offset syncs alone");
+            return 0;
+        }
+    }
     let remotes: Vec<TopicPartition> = candidates.iter().map(|c| c.1.clone()).collect();
     let ends = target
         .list_offsets(
@@ -266,8 +285,13 @@ pub async fn seed_from_progress(
         .await;
     let mut seeded = 0;
     for (tp, remote, latest, next) in candidates {
-        let Some(Ok(end)) = ends.get(&remote) else {
-            continue;
+        let end = match ends.get(&remote) {
+            Some(Ok(end)) => end,
+            Some(Err(e)) => {
+                tracing::debug!(partition = %remote, error = %e, "no end offset: translation of {tp} starts from the offset syncs alone");
+                continue;
+            }
+            None => continue,
         };
         if let Some(segment) = restart_seed(&latest, next, *end)
             && translator.append(&tp, segment).is_ok()

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -124,7 +124,8 @@ fn produce(topic: &str, count: u32, prefix: &str, keys: u32, stride: u32) {
     );
 }
 
-/// A config for `topics` with the short intervals the tests use, plus `extra` lines.
+/// A config for `topics` with the short intervals the tests use, plus `extra` lines. Heartbeat
+/// topics are not replicated: on the shared test bed other tests create and delete theirs.
 fn config(topics: &str, extra: &str) -> PathBuf {
     testbed_mm2_config(
         topics,
@@ -132,27 +133,50 @@ fn config(topics: &str, extra: &str) -> PathBuf {
             "emit.checkpoints.interval.seconds = 1\n\
              sync.group.offsets.interval.seconds = 1\n\
              refresh.groups.interval.seconds = 1\n\
+             heartbeats.replication.enabled = false\n\
              {extra}"
         ),
     )
 }
 
-/// `strait run --until-caught-up`; returns its log. Fails the test when strait fails.
+/// `strait run --until-caught-up`; returns its log. Fails the test when strait fails or takes
+/// longer than two minutes (then it is killed and its log shown).
 fn strait_run(config: &Path) -> String {
+    use std::io::Read;
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_strait"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strait"))
         .args(["run", "--config"])
         .arg(config)
         .args(["--until-caught-up", "--shards", "2"])
         .env("RUST_LOG", "info,strait_control::translate=debug")
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("strait runs");
-    let log = strip_ansi(&String::from_utf8_lossy(&out.stderr));
-    assert!(
-        out.status.success(),
-        "strait run failed ({}):\n{log}",
-        out.status
-    );
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
+        buf
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for strait") {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = strip_ansi(&String::from_utf8_lossy(
+        &reader.join().expect("stderr reader"),
+    ));
+    match status {
+        Some(s) => assert!(s.success(), "strait run failed ({s}):\n{log}"),
+        None => panic!("strait run did not finish within 120 s:\n{log}"),
+    }
     eprintln!("strait run took {:?}", started.elapsed());
     log
 }
