@@ -330,11 +330,14 @@ fn compacted(io: &str) {
         surviving < written,
         "the cleaner removed records ({surviving} of {written} left)"
     );
-    let thinned = (0..partitions)
+    let batches: Vec<_> = (0..partitions)
         .flat_map(|p| read_batches(tb.source(), &topic, p))
-        .filter(|b| !b.is_dense())
-        .count();
-    eprintln!("{surviving} of {written} records survived the cleaner; {thinned} batches have gaps");
+        .collect();
+    let thinned = batches.iter().filter(|b| !b.is_dense()).count();
+    let empty = batches.iter().filter(|b| b.records_count() == 0).count();
+    eprintln!(
+        "{surviving} of {written} records survived the cleaner; {thinned} batches have gaps, {empty} are empty"
+    );
     assert!(
         thinned > 0,
         "some source batch has gaps inside (lastOffsetDelta + 1 != recordsCount)"

@@ -11,9 +11,10 @@
 //           "-abort" or "-plain". Prints "committed N aborted M plain P".
 //   compact BOOTSTRAP TOPIC PARTITIONS KEYS ROUNDS SLEEP_MS
 //           all keys, then ROUNDS-1 rounds each rewriting a random half of them, with a pause
-//           between rounds so that segments roll; the last round turns every tenth key it
-//           writes into a tombstone; then one "roll" record per partition closes the last
-//           segment. Prints "written N".
+//           between rounds so that segments roll; the last round but one turns every tenth
+//           key it writes into a tombstone; then a second producer rewrites the keys of the
+//           last round (emptying the first producer's last batches), and one "roll" record
+//           per partition closes the last segment. Prints "written N".
 //   bulk    BOOTSTRAP TOPIC PARTITIONS COUNT VALUE_BYTES [RATE]
 //           COUNT records, values unique ("p<partition>-<index>-" padded), round robin; at most
 //           RATE records a second when given.
@@ -190,8 +191,9 @@ public class StraitProduce {
         long now = System.currentTimeMillis();
         Random rnd = new Random(11);
         int written = 0;
+        List<Integer> lastRound = new ArrayList<>();
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
-            List<Future<RecordMetadata>> sent = new ArrayList<>();
             for (int r = 0; r < rounds; r++) {
                 for (int k = 0; k < keys; k++) {
                     // After the first round each key is rewritten with probability 1/2, so
@@ -201,7 +203,10 @@ public class StraitProduce {
                         continue;
                     }
                     written++;
-                    boolean tombstone = r == rounds - 1 && k % 10 == 0;
+                    if (r == rounds - 1) {
+                        lastRound.add(k);
+                    }
+                    boolean tombstone = r == rounds - 2 && k % 10 == 0;
                     byte[] value = tombstone ? null : utf8("v-" + r + "-" + k + "-" + "x".repeat(k % 17));
                     List<Header> headers = new ArrayList<>();
                     headers.add(new RecordHeader("round", utf8(Integer.toString(r))));
@@ -212,6 +217,19 @@ public class StraitProduce {
                 waitAll(sent);
                 Thread.sleep(sleepMs);
             }
+        }
+        // Another producer supersedes every record of the first one's last round: the cleaner
+        // then keeps that producer's last batch as an empty batch (recordsCount 0) to preserve
+        // its producer state.
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (int k : lastRound) {
+                sent.add(producer.send(new ProducerRecord<>(topic, k % partitions, now + k,
+                    utf8("key-" + k), utf8("final-" + k), new ArrayList<>())));
+                written++;
+            }
+            producer.flush();
+            waitAll(sent);
+            Thread.sleep(sleepMs);
             for (int part = 0; part < partitions; part++) {
                 sent.add(producer.send(new ProducerRecord<>(topic, part, utf8("roll"), utf8("roll"))));
                 written++;
