@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use strait_control::cluster::TopicPartition;
+use strait_dataplane::batch::{Compression, TimestampType};
 use strait_tests::log::{
     LogRecord, assert_same_records, create_topic, offsets, read_batches, read_records, read_topic,
     records_of, stored_progress,
@@ -102,10 +103,20 @@ fn byte_for_byte(io: &str) {
             topics.push((topic, codec, idempotent));
         }
     }
-    let specs: Vec<String> = topics
+    // And a LogAppendTime topic: its batches must be rebuilt (a client may not send the
+    // LogAppendTime bit), each record keeping the time the source broker gave it.
+    let append_time = format!("{base}-logappendtime");
+    create_topic(
+        tb.source(),
+        &append_time,
+        partitions,
+        &[("message.timestamp.type", "LogAppendTime")],
+    );
+    let mut specs: Vec<String> = topics
         .iter()
         .map(|(t, c, i)| format!("{t}:{partitions}:{c}:{i}"))
         .collect();
+    specs.push(format!("{append_time}:{partitions}:lz4:true"));
     let mut args = vec!["mixed", tb.source(), "450", "1"];
     args.extend(specs.iter().map(String::as_str));
     strait_produce().run(&args, None);
@@ -113,12 +124,32 @@ fn byte_for_byte(io: &str) {
     let exit = run_until_caught_up(&config(&format!("{base}-.*")), io);
     exit.expect_code(0);
     let summary = exit.summary();
-    assert_eq!(summary.partitions, 10 * partitions as u64);
+    assert_eq!(summary.partitions, 11 * partitions as u64);
+    assert_eq!(summary.records, 11 * 450);
+    let append_time_batches: Vec<Vec<_>> = (0..partitions)
+        .map(|p| read_batches(tb.source(), &append_time, p))
+        .collect();
     assert_eq!(
-        summary.rebuilt, 0,
-        "dense batches from offset 0 all take the fast path"
+        summary.rebuilt,
+        append_time_batches.iter().map(Vec::len).sum::<usize>() as u64,
+        "exactly the LogAppendTime batches are rebuilt; dense CreateTime batches from offset 0 all take the fast path"
     );
-    assert_eq!(summary.records, 10 * 450);
+    for (p, src) in append_time_batches.iter().enumerate() {
+        let what = format!("{append_time}-{p} (--io {io})");
+        assert!(
+            src.iter()
+                .all(|b| b.timestamp_type() == TimestampType::LogAppendTime),
+            "{what}: the source batches use LogAppendTime"
+        );
+        let dst = read_batches(tb.target(), &remote(&append_time), p as i32);
+        assert!(
+            dst.iter()
+                .all(|b| b.timestamp_type() == TimestampType::CreateTime
+                    && b.compression() == Compression::Lz4),
+            "{what}: target batches are CreateTime and keep the codec"
+        );
+        assert_same_records(&what, &records_of(src), &records_of(&dst));
+    }
 
     let mut multi_record_batches = 0;
     for (topic, codec, idempotent) in &topics {
@@ -335,8 +366,14 @@ fn compacted(io: &str) {
         .collect();
     let thinned = batches.iter().filter(|b| !b.is_dense()).count();
     let empty = batches.iter().filter(|b| b.records_count() == 0).count();
+    let horizon = batches.iter().filter(|b| b.has_delete_horizon()).count();
     eprintln!(
-        "{surviving} of {written} records survived the cleaner; {thinned} batches have gaps, {empty} are empty"
+        "{surviving} of {written} records survived the cleaner; {thinned} batches have gaps, \
+         {empty} are empty, {horizon} carry a delete horizon"
+    );
+    assert!(
+        empty > 0,
+        "the cleaner keeps the first producer's emptied last batch (recordsCount 0)"
     );
     assert!(
         thinned > 0,
