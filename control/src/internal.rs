@@ -17,13 +17,14 @@ use strait_dataplane::wire::produce::{PartitionBatch, TopicBatches, encode_produ
 
 use crate::cluster::{Cluster, ClusterError, Context, IsolationLevel, OffsetSpec, TopicPartition};
 
-/// A record read back from an internal topic.
+/// A record read back from a topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRecord {
     pub offset: i64,
     pub timestamp: i64,
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
+    pub headers: Vec<strait_dataplane::batch::RecordHeader>,
 }
 
 /// Bound on what one internal-topic read may decompress per batch.
@@ -247,6 +248,7 @@ async fn fetch_once(
                         timestamp: r.timestamp,
                         key: r.key,
                         value: r.value,
+                        headers: r.headers,
                     });
                 }
             }

@@ -11,4 +11,5 @@ pub mod offsets;
 pub mod plan;
 pub mod policy;
 pub mod progress;
+pub mod recover;
 pub mod replicate;
