@@ -246,9 +246,7 @@ pub async fn ensure_compacted_topic(
         Err(e) if !e.is(kafka_protocol::ResponseError::TopicAlreadyExists) => return Err(e),
         _ => {}
     }
-    // Wait until the new topic has a leader.
-    cluster.refresh_metadata(Some(&[topic])).await?;
-    Ok(())
+    cluster.wait_for_leaders(topic, 30_000).await
 }
 
 #[cfg(test)]
