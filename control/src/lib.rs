@@ -5,5 +5,9 @@
 pub mod cluster;
 pub mod config;
 pub mod filter;
+pub mod internal;
 pub mod offsets;
+pub mod plan;
 pub mod policy;
+pub mod progress;
+pub mod replicate;

@@ -1,1 +1,181 @@
-fn main() {}
+//! The `strait` binary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use strait_control::config::{self, OnLostPosition};
+use strait_control::replicate::{self, RunOptions};
+use strait_dataplane::io::{IoChoice, select_backend};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "strait",
+    version,
+    about = "Kafka replication, drop-in for MirrorMaker 2"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Replicate every enabled flow of an mm2.properties file.
+    Run {
+        /// The mm2.properties file.
+        #[arg(long)]
+        config: PathBuf,
+        /// Exit once every partition has reached the source end offset seen at start.
+        #[arg(long)]
+        until_caught_up: bool,
+        /// IO backend (overrides strait.io).
+        #[arg(long, value_enum)]
+        io: Option<IoArg>,
+        /// Shard threads (overrides strait.shards; default one per allowed CPU).
+        #[arg(long)]
+        shards: Option<usize>,
+    },
+    /// Validate a config file and print the effective configuration per flow.
+    Check {
+        #[arg(long)]
+        config: PathBuf,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum IoArg {
+    Auto,
+    Uring,
+    Epoll,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { config } => {
+            let report = config::check(&config);
+            print!("{report}");
+            if report.has_errors() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Command::Run {
+            config,
+            until_caught_up,
+            io,
+            shards,
+        } => match run(config, until_caught_up, io, shards) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("strait: {e:#}");
+                ExitCode::from(3)
+            }
+        },
+    }
+}
+
+fn run(
+    path: PathBuf,
+    until_caught_up: bool,
+    io: Option<IoArg>,
+    shards: Option<usize>,
+) -> anyhow::Result<ExitCode> {
+    let cfg = match config::load(&path) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!(
+                "strait: {} has errors; run `strait check --config {}` for details",
+                path.display(),
+                path.display()
+            );
+            return Ok(ExitCode::from(1));
+        }
+    };
+    for w in &cfg.warnings {
+        tracing::warn!("{w}");
+    }
+    let choice = match io {
+        Some(IoArg::Auto) => IoChoice::Auto,
+        Some(IoArg::Uring) => IoChoice::Uring,
+        Some(IoArg::Epoll) => IoChoice::Epoll,
+        None => match cfg.strait.io.value {
+            config::IoBackend::Auto => IoChoice::Auto,
+            config::IoBackend::Uring => IoChoice::Uring,
+            config::IoBackend::Epoll => IoChoice::Epoll,
+        },
+    };
+    let selection = select_backend(choice).map_err(anyhow::Error::msg)?;
+    if let Some(why) = &selection.fallback_reason {
+        tracing::warn!("using epoll instead of io_uring: {why}");
+    }
+    let shards = shards.unwrap_or(match cfg.strait.shards.value {
+        0 => strait_dataplane::io::runtime::allowed_cores().len(),
+        n => n as usize,
+    });
+    let plans = strait_control::plan::plans(&cfg).map_err(anyhow::Error::msg)?;
+    if plans.is_empty() {
+        eprintln!(
+            "strait: no flow is enabled in {} (set <source>-><target>.enabled = true)",
+            path.display()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let opts = RunOptions {
+        backend: selection.backend,
+        shards,
+        shard_memory_bytes: cfg.strait.shard_memory_bytes.value as usize,
+        until_caught_up,
+        progress_flush_ms: 1_000,
+        reset_lost_positions: cfg.strait.on_lost_position.value == OnLostPosition::Earliest,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the control runtime")?;
+    let local = tokio::task::LocalSet::new();
+    let outcome = local.block_on(&rt, replicate::run(plans, opts, shutdown_signal()))?;
+    let s = &outcome.stats;
+    eprintln!(
+        "strait: {} partitions; {} records in {} batches ({} fast, {} rebuilt), {} bytes",
+        outcome.partitions,
+        s.produced_records,
+        s.produced_batches,
+        s.fast_batches,
+        s.slow_batches,
+        s.produced_bytes
+    );
+    if outcome.failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        for (p, e) in &outcome.failed {
+            eprintln!("strait: partition {p} stopped: {e}");
+        }
+        Ok(ExitCode::from(2))
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -560,6 +560,21 @@ impl Cluster {
         }
     }
 
+    /// A connection to the leader of `tp`.
+    pub async fn leader_conn(&self, tp: &TopicPartition, api: &'static str) -> Result<BrokerConn> {
+        let leader = self.leader(tp, api).await?;
+        self.node_conn(leader, api).await
+    }
+
+    /// Runs `op` with retries (exponential backoff, metadata refresh between attempts).
+    pub async fn with_retries<T, F, Fut>(&self, api: &'static str, op: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        self.retrying(api, op).await
+    }
+
     /// ListOffsets for many partitions, routed to their leaders. Each partition gets its own
     /// result; retriable errors are retried per partition.
     pub async fn list_offsets(

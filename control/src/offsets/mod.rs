@@ -55,8 +55,6 @@ pub mod mapping;
 pub mod sync_store;
 pub mod sync_writer;
 
-use std::fmt;
-
 pub use checkpoint::{
     CheckpointError, CheckpointOutcome, CheckpointSkip, CheckpointStore, CommittedOffset,
     EmittedCheckpoint, Precision, TranslatedOffset, TranslationSource, translate_offset,
@@ -68,28 +66,5 @@ pub use mapping::{MappingError, OffsetMapping, PartitionMapping, Segment, Transl
 pub use sync_store::{OffsetSyncStore, StoredSync, SyncLookup};
 pub use sync_writer::{OffsetSyncWriter, PartitionState, SyncWriterConfig, SyncWriterError};
 
-/// A topic name and a partition number, like Kafka's `TopicPartition`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    /// Topic name.
-    pub topic: String,
-    /// Partition number.
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    /// Builds a topic-partition.
-    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
-        Self {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
-
-impl fmt::Display for TopicPartition {
-    /// Kafka's spelling: `topic-partition`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
+/// A topic name and a partition number (shared with the admin client).
+pub use crate::cluster::TopicPartition;

@@ -63,6 +63,9 @@ pub fn classify(batch: &RawBatch, next_offset: i64, max_message_bytes: usize) ->
 }
 
 /// Bounds and position for [`rebuild`].
+///
+/// Peak memory of one rebuild is about three times the decompressed payload (decoded records,
+/// their re-encoding, its compressed form), so at most about `3 * max_decompressed_bytes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RebuildOptions {
     /// Records below this source offset are dropped. Default `i64::MIN` (keep all).

@@ -42,7 +42,7 @@ impl HeaderRewrite {
     };
 
     /// Returns the rewritten header of `batch`, with its CRC patched from the old and new header
-    /// bytes alone (see [`crc`](super::crc)). Reads no payload byte.
+    /// bytes alone (see [`super::crc`]). Reads no payload byte.
     pub fn apply(&self, batch: &RawBatch) -> [u8; HEADER_LEN] {
         let old = batch.header();
         let mut new = *old;

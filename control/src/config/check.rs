@@ -1,0 +1,524 @@
+//! `strait check`: every error, every warning, and the effective configuration of each flow
+//! with the origin of each value. The caller decides the exit code with
+//! [`CheckReport::has_errors`].
+
+use std::fmt::{self, Write as _};
+use std::path::{Path, PathBuf};
+
+use strait_dataplane::wire::{KeyStore, TrustStore};
+
+use super::error::{ConfigError, ConfigWarning, Severity};
+use super::model::*;
+use super::{ConfigEnv, SystemEnv, analyse};
+use crate::filter::UseDefaultsFrom;
+
+/// The result of checking one file.
+#[derive(Debug, Clone)]
+pub struct CheckReport {
+    /// The file checked.
+    pub path: PathBuf,
+    /// Every error, in line order.
+    pub errors: Vec<ConfigError>,
+    /// Warnings and notes, warnings first.
+    pub warnings: Vec<ConfigWarning>,
+    /// The resolved configuration; `None` when there are errors.
+    pub config: Option<Mm2Config>,
+}
+
+impl CheckReport {
+    /// Whether the file must not be run.
+    pub fn has_errors(&self) -> bool {
+        !self.errors.is_empty()
+    }
+
+    /// The report as text (secrets redacted).
+    pub fn render(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// Checks `path` with the process environment.
+pub fn check(path: &Path) -> CheckReport {
+    check_with(path, &SystemEnv)
+}
+
+/// Checks `path` with the given environment.
+pub fn check_with(path: &Path, env: &dyn ConfigEnv) -> CheckReport {
+    let outcome = analyse(path, env);
+    let config = if outcome.errors.is_empty() {
+        outcome.config
+    } else {
+        None
+    };
+    CheckReport {
+        path: path.to_path_buf(),
+        errors: outcome.errors,
+        warnings: outcome.warnings,
+        config,
+    }
+}
+
+fn origin(o: &Origin) -> String {
+    match o {
+        Origin::File { line, .. } => format!("line {line}"),
+        other => other.to_string(),
+    }
+}
+
+fn line<T: fmt::Display>(out: &mut String, indent: &str, key: &str, s: &Setting<T>) {
+    let _ = writeln!(out, "{indent}{key} = {} ({})", s.value, origin(&s.origin));
+}
+
+fn list(s: &Setting<Vec<String>>) -> Setting<String> {
+    Setting::new(s.value.join(", "), s.origin.clone())
+}
+
+fn map<T, U>(s: &Setting<T>, f: impl Fn(&T) -> U) -> Setting<U> {
+    Setting::new(f(&s.value), s.origin.clone())
+}
+
+fn conn_summary(c: &ClientConfig) -> String {
+    let mut parts = vec![format!(
+        "security.protocol={}",
+        c.conn.security_protocol.name()
+    )];
+    if let Some(tls) = &c.conn.tls {
+        let ts = match &tls.truststore {
+            TrustStore::PublicRoots => "public roots".to_string(),
+            TrustStore::PemFile(p) => format!("PEM {}", p.display()),
+            TrustStore::PemInline(_) => "inline PEM".to_string(),
+            TrustStore::Pkcs12 { path, .. } => format!("PKCS12 {}", path.display()),
+            TrustStore::Jks { path, .. } => format!("JKS {}", path.display()),
+        };
+        parts.push(format!("truststore={ts}"));
+        if let Some(ks) = &tls.keystore {
+            let ks = match ks {
+                KeyStore::PemFile(p) => format!("PEM {}", p.display()),
+                KeyStore::PemInline { .. } => "inline PEM".to_string(),
+                KeyStore::Pkcs12 { path, .. } => format!("PKCS12 {}", path.display()),
+            };
+            parts.push(format!("keystore={ks}"));
+        }
+        parts.push(format!("verify_hostname={}", tls.verify_hostname));
+    }
+    if let Some(sasl) = &c.conn.sasl {
+        parts.push(format!(
+            "sasl={} user={}",
+            sasl.mechanism.name(),
+            sasl.username
+        ));
+    }
+    parts.join(", ")
+}
+
+fn client(out: &mut String, c: &ClientConfig, typed: &[(&str, Setting<String>)]) {
+    let servers: Vec<String> = c.bootstrap_servers.iter().map(|a| a.to_string()).collect();
+    let _ = writeln!(
+        out,
+        "      {} @ {} [{}]",
+        c.role.name(),
+        c.cluster,
+        servers.join(",")
+    );
+    let _ = writeln!(
+        out,
+        "        client.id = {} ({})",
+        c.client_id.value,
+        origin(&c.client_id.origin)
+    );
+    let _ = writeln!(out, "        connection: {}", conn_summary(c));
+    for (k, s) in typed {
+        line(out, "        ", k, s);
+    }
+    for (k, p) in &c.properties.0 {
+        let _ = writeln!(
+            out,
+            "        | {k} = {} ({})",
+            super::redact(k, &p.value),
+            origin(&p.origin)
+        );
+    }
+}
+
+fn flow(out: &mut String, f: &FlowConfig) {
+    let state = if f.enabled.value {
+        "replicating"
+    } else {
+        "heartbeats only"
+    };
+    let _ = writeln!(out, "  flow {} ({state})", f.name());
+    let i = "    ";
+    line(out, i, "enabled", &f.enabled);
+    line(
+        out,
+        i,
+        "emit.heartbeats.enabled",
+        &f.emit_heartbeats_enabled,
+    );
+    line(
+        out,
+        i,
+        "emit.heartbeats.interval.seconds",
+        &f.emit_heartbeats_interval_seconds,
+    );
+    line(
+        out,
+        i,
+        "heartbeats.topic.replication.factor",
+        &f.heartbeats_topic_replication_factor,
+    );
+    if f.enabled.value {
+        line(out, i, "topics", &list(&f.topics));
+        line(out, i, "topics.exclude", &list(&f.topics_exclude));
+        line(out, i, "groups", &list(&f.groups));
+        line(out, i, "groups.exclude", &list(&f.groups_exclude));
+        line(
+            out,
+            i,
+            "replication.policy.class",
+            &f.replication_policy_class,
+        );
+        line(
+            out,
+            i,
+            "replication.policy.separator",
+            &f.replication_policy_separator,
+        );
+        line(out, i, "replication.factor", &f.replication_factor);
+        line(
+            out,
+            i,
+            "config.properties.exclude",
+            &list(&f.config_properties_exclude),
+        );
+        line(
+            out,
+            i,
+            "use.defaults.from",
+            &map(&f.use_defaults_from, |u| match u {
+                UseDefaultsFrom::Source => "source",
+                UseDefaultsFrom::Target => "target",
+            }),
+        );
+        line(out, i, "refresh.topics.enabled", &f.refresh_topics_enabled);
+        line(
+            out,
+            i,
+            "refresh.topics.interval.seconds",
+            &f.refresh_topics_interval_seconds,
+        );
+        line(
+            out,
+            i,
+            "sync.topic.configs.enabled",
+            &f.sync_topic_configs_enabled,
+        );
+        line(
+            out,
+            i,
+            "sync.topic.configs.interval.seconds",
+            &f.sync_topic_configs_interval_seconds,
+        );
+        line(
+            out,
+            i,
+            "sync.topic.acls.enabled",
+            &f.sync_topic_acls_enabled,
+        );
+        line(
+            out,
+            i,
+            "sync.topic.acls.interval.seconds",
+            &f.sync_topic_acls_interval_seconds,
+        );
+        line(out, i, "refresh.groups.enabled", &f.refresh_groups_enabled);
+        line(
+            out,
+            i,
+            "refresh.groups.interval.seconds",
+            &f.refresh_groups_interval_seconds,
+        );
+        line(out, i, "offset.lag.max", &f.offset_lag_max);
+        line(
+            out,
+            i,
+            "offset-syncs.topic.location",
+            &map(&f.offset_syncs_topic_location, |l| match l {
+                OffsetSyncsLocation::Source => "source",
+                OffsetSyncsLocation::Target => "target",
+            }),
+        );
+        line(
+            out,
+            i,
+            "emit.offset-syncs.enabled",
+            &f.emit_offset_syncs_enabled,
+        );
+        line(
+            out,
+            i,
+            "offset-syncs.topic.replication.factor",
+            &f.offset_syncs_topic_replication_factor,
+        );
+        line(
+            out,
+            i,
+            "emit.checkpoints.enabled",
+            &f.emit_checkpoints_enabled,
+        );
+        line(
+            out,
+            i,
+            "emit.checkpoints.interval.seconds",
+            &f.emit_checkpoints_interval_seconds,
+        );
+        line(
+            out,
+            i,
+            "checkpoints.topic.replication.factor",
+            &f.checkpoints_topic_replication_factor,
+        );
+        line(
+            out,
+            i,
+            "sync.group.offsets.enabled",
+            &f.sync_group_offsets_enabled,
+        );
+        line(
+            out,
+            i,
+            "sync.group.offsets.interval.seconds",
+            &f.sync_group_offsets_interval_seconds,
+        );
+        line(
+            out,
+            i,
+            "heartbeats.replication.enabled",
+            &f.heartbeats_replication_enabled,
+        );
+        line(out, i, "admin.timeout.ms", &f.admin_timeout_ms);
+        line(
+            out,
+            i,
+            "offset.flush.interval.ms",
+            &f.offset_flush_interval_ms,
+        );
+        line(
+            out,
+            i,
+            "offset.storage.topic (MM2 progress)",
+            &f.mm2_offsets_topic,
+        );
+        let _ = writeln!(
+            out,
+            "    topics on the target: remote `{}`, checkpoints `{}`, offset syncs `{}` (on {})",
+            f.remote_topic("<topic>"),
+            f.checkpoints_topic(),
+            f.offset_syncs_topic(),
+            f.clients.offset_syncs_producer.client.cluster
+        );
+    }
+    let _ = writeln!(out, "    clients:");
+    let c = &f.clients;
+    let consumer = |s: &ConsumerSettings| -> Vec<(&'static str, Setting<String>)> {
+        vec![
+            ("fetch.max.bytes", map(&s.fetch_max_bytes, u32::to_string)),
+            (
+                "max.partition.fetch.bytes",
+                map(&s.max_partition_fetch_bytes, u32::to_string),
+            ),
+            (
+                "fetch.max.wait.ms",
+                map(&s.fetch_max_wait_ms, u32::to_string),
+            ),
+            ("fetch.min.bytes", map(&s.fetch_min_bytes, u32::to_string)),
+            (
+                "isolation.level",
+                map(&s.isolation_level, |l| l.name().to_string()),
+            ),
+            ("auto.offset.reset", map(&s.auto_offset_reset, |r| r.name())),
+            (
+                "request.timeout.ms",
+                map(&s.client.request_timeout_ms, u64::to_string),
+            ),
+        ]
+    };
+    let producer = |s: &ProducerSettings| -> Vec<(&'static str, Setting<String>)> {
+        vec![
+            ("acks", map(&s.acks, |a| a.name().to_string())),
+            (
+                "max.in.flight.requests.per.connection",
+                map(&s.max_in_flight_requests_per_connection, u32::to_string),
+            ),
+            ("max.request.size", map(&s.max_request_size, u32::to_string)),
+            (
+                "request.timeout.ms",
+                map(&s.client.request_timeout_ms, u64::to_string),
+            ),
+        ]
+    };
+    let admin = |s: &AdminSettings| -> Vec<(&'static str, Setting<String>)> {
+        vec![
+            (
+                "default.api.timeout.ms",
+                map(&s.default_api_timeout_ms, u64::to_string),
+            ),
+            (
+                "request.timeout.ms",
+                map(&s.client.request_timeout_ms, u64::to_string),
+            ),
+        ]
+    };
+    client(
+        out,
+        &c.target_producer.client,
+        &producer(&c.target_producer),
+    );
+    client(out, &c.target_admin.client, &admin(&c.target_admin));
+    if f.enabled.value {
+        client(
+            out,
+            &c.source_consumer.client,
+            &consumer(&c.source_consumer),
+        );
+        client(out, &c.source_admin.client, &admin(&c.source_admin));
+        client(
+            out,
+            &c.target_consumer.client,
+            &consumer(&c.target_consumer),
+        );
+        client(
+            out,
+            &c.offset_syncs_producer.client,
+            &producer(&c.offset_syncs_producer),
+        );
+        client(
+            out,
+            &c.offset_syncs_consumer.client,
+            &consumer(&c.offset_syncs_consumer),
+        );
+        client(
+            out,
+            &c.offset_syncs_admin.client,
+            &admin(&c.offset_syncs_admin),
+        );
+    }
+}
+
+impl fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = String::new();
+        let _ = writeln!(out, "strait check {}", self.path.display());
+        if !self.errors.is_empty() {
+            let _ = writeln!(out, "\nerrors ({}):", self.errors.len());
+            for e in &self.errors {
+                let _ = writeln!(out, "  error: {e}");
+            }
+        }
+        let warnings: Vec<&ConfigWarning> = self
+            .warnings
+            .iter()
+            .filter(|w| w.severity == Severity::Warning)
+            .collect();
+        let notes: Vec<&ConfigWarning> = self
+            .warnings
+            .iter()
+            .filter(|w| w.severity == Severity::Note)
+            .collect();
+        if !warnings.is_empty() {
+            let _ = writeln!(out, "\nwarnings ({}):", warnings.len());
+            for w in warnings {
+                let _ = writeln!(out, "  warning: {w}");
+            }
+        }
+        if !notes.is_empty() {
+            let _ = writeln!(out, "\nnotes ({}):", notes.len());
+            for w in notes {
+                let _ = writeln!(out, "  note: {w}");
+            }
+        }
+        if let Some(c) = &self.config {
+            let _ = writeln!(out, "\neffective configuration:");
+            for cl in c.clusters.values() {
+                let servers = cl
+                    .bootstrap_servers
+                    .as_ref()
+                    .map(|s| {
+                        format!(
+                            "{} ({})",
+                            s.value
+                                .iter()
+                                .map(|a| a.to_string())
+                                .collect::<Vec<_>>()
+                                .join(","),
+                            origin(&s.origin)
+                        )
+                    })
+                    .unwrap_or_else(|| "none".to_string());
+                let _ = writeln!(
+                    out,
+                    "  cluster {}: bootstrap.servers = {servers}, security.protocol = {} ({})",
+                    cl.alias,
+                    cl.security_protocol.value.name(),
+                    origin(&cl.security_protocol.origin)
+                );
+            }
+            for fl in &c.flows {
+                flow(&mut out, fl);
+            }
+            let s = &c.strait;
+            let _ = writeln!(out, "  strait:");
+            line(&mut out, "    ", "strait.shards", &s.shards);
+            line(
+                &mut out,
+                "    ",
+                "strait.io",
+                &map(&s.io, |i| format!("{i:?}").to_ascii_lowercase()),
+            );
+            line(
+                &mut out,
+                "    ",
+                "strait.api.listen",
+                &map(&s.api_listen, |a| {
+                    a.map_or("disabled".to_string(), |a| a.to_string())
+                }),
+            );
+            line(
+                &mut out,
+                "    ",
+                "strait.shard.memory.bytes",
+                &s.shard_memory_bytes,
+            );
+            line(
+                &mut out,
+                "    ",
+                "strait.progress.topic.replication.factor",
+                &s.progress_topic_replication_factor,
+            );
+            line(
+                &mut out,
+                "    ",
+                "strait.on.lost.position",
+                &map(&s.on_lost_position, |o| {
+                    format!("{o:?}").to_ascii_lowercase()
+                }),
+            );
+            line(
+                &mut out,
+                "    ",
+                "strait.metrics.enabled",
+                &s.metrics_enabled,
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n{}",
+            if self.has_errors() {
+                format!("FAILED: {} error(s)", self.errors.len())
+            } else {
+                "OK".to_string()
+            }
+        );
+        f.write_str(&out)
+    }
+}

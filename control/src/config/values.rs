@@ -1,0 +1,427 @@
+//! Value parsing with Kafka `ConfigDef` semantics (Java `trim()`, case-insensitive booleans,
+//! `Integer.parseInt`...), and the typed values strait derives from them.
+
+use std::fmt;
+use std::net::SocketAddr;
+
+use super::keys::Ty;
+use crate::filter::{PatternList, java_list};
+
+/// Java's `String.trim()`: strips every character up to U+0020 at both ends.
+pub fn java_trim(s: &str) -> &str {
+    s.trim_matches(|c: char| c <= ' ')
+}
+
+/// `ConfigDef` BOOLEAN: `true`/`false`, any case, trimmed.
+pub fn parse_bool(v: &str) -> Result<bool, String> {
+    let t = java_trim(v);
+    if t.eq_ignore_ascii_case("true") {
+        Ok(true)
+    } else if t.eq_ignore_ascii_case("false") {
+        Ok(false)
+    } else {
+        Err("expected true or false".to_string())
+    }
+}
+
+/// Java `Boolean.parseBoolean`: exactly `true` in any case, no trimming; anything else is
+/// false. MirrorMaker uses it (not `ConfigDef`) to decide which flows get a herder.
+pub fn java_parse_boolean(v: &str) -> bool {
+    v.eq_ignore_ascii_case("true")
+}
+
+/// An integer with `Integer/Long/Short.parseXxx` syntax, checked against `[lo, hi]`.
+pub fn parse_int(v: &str, lo: i64, hi: i64, what: &str) -> Result<i64, String> {
+    let t = java_trim(v);
+    let n: i64 = t
+        .parse()
+        .map_err(|_| format!("expected {what}, not a number"))?;
+    if n < lo || n > hi {
+        return Err(format!("expected {what}, out of range"));
+    }
+    Ok(n)
+}
+
+/// A double (`Double.parseDouble`, including the `d`/`f` suffixes) in `[lo, hi]`.
+pub fn parse_double(v: &str, lo: f64, hi: f64) -> Result<f64, String> {
+    let t = java_trim(v);
+    let t = t.strip_suffix(['d', 'D', 'f', 'F']).unwrap_or(t);
+    let n: f64 = t.parse().map_err(|_| "expected a number".to_string())?;
+    if !(n >= lo && n <= hi) {
+        return Err(format!("expected a number in [{lo}, {hi}]"));
+    }
+    Ok(n)
+}
+
+/// A broker address from `bootstrap.servers`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BrokerAddress {
+    /// Host name or IP literal (IPv6 without brackets).
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl fmt::Display for BrokerAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Parses `bootstrap.servers` like `ClientUtils.parseAndValidateAddresses`: empty entries
+/// are skipped, an optional `PROTOCOL://` prefix is ignored, IPv6 goes in brackets.
+pub fn parse_host_ports(v: &str) -> Result<Vec<BrokerAddress>, String> {
+    let mut out = Vec::new();
+    for item in java_list(v) {
+        if item.is_empty() {
+            continue;
+        }
+        let addr = item
+            .split_once("://")
+            .map(|(_, rest)| rest)
+            .unwrap_or(&item);
+        let (host, port) = if let Some(rest) = addr.strip_prefix('[') {
+            let (h, after) = rest
+                .split_once(']')
+                .ok_or_else(|| format!("invalid address `{item}`: missing `]`"))?;
+            let p = after
+                .strip_prefix(':')
+                .ok_or_else(|| format!("invalid address `{item}`: expected host:port"))?;
+            (h, p)
+        } else {
+            addr.rsplit_once(':')
+                .ok_or_else(|| format!("invalid address `{item}`: expected host:port"))?
+        };
+        let host_ok = !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '%' | '.' | '_' | ':'));
+        if !host_ok {
+            return Err(format!("invalid address `{item}`: bad host name"));
+        }
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("invalid address `{item}`: the port must be 0..=65535"))?;
+        out.push(BrokerAddress {
+            host: host.to_string(),
+            port,
+        });
+    }
+    if out.is_empty() {
+        return Err("no broker address given".to_string());
+    }
+    Ok(out)
+}
+
+/// `auto.offset.reset`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AutoOffsetReset {
+    /// The log start.
+    Earliest,
+    /// The log end.
+    Latest,
+    /// No reset: a missing position is an error.
+    None,
+    /// `by_duration:<ISO-8601>` (Kafka 4.0, KIP-1106): the offset of that long ago.
+    ByDuration(String),
+}
+
+impl AutoOffsetReset {
+    /// Parses the value (case-insensitive, as Kafka's validator).
+    pub fn parse(v: &str) -> Result<AutoOffsetReset, String> {
+        let t = java_trim(v);
+        let lower = t.to_ascii_lowercase();
+        match lower.as_str() {
+            "earliest" => Ok(AutoOffsetReset::Earliest),
+            "latest" => Ok(AutoOffsetReset::Latest),
+            "none" => Ok(AutoOffsetReset::None),
+            _ => match lower.strip_prefix("by_duration:") {
+                Some(d) if d.starts_with('p') && d.len() > 1 => Ok(AutoOffsetReset::ByDuration(
+                    t["by_duration:".len()..].to_string(),
+                )),
+                _ => Err(
+                    "expected earliest, latest, none or by_duration:<ISO-8601 duration>"
+                        .to_string(),
+                ),
+            },
+        }
+    }
+
+    /// The value as written in a properties file.
+    pub fn name(&self) -> String {
+        match self {
+            AutoOffsetReset::Earliest => "earliest".into(),
+            AutoOffsetReset::Latest => "latest".into(),
+            AutoOffsetReset::None => "none".into(),
+            AutoOffsetReset::ByDuration(d) => format!("by_duration:{d}"),
+        }
+    }
+}
+
+/// `isolation.level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsolationLevel {
+    /// Everything up to the high watermark, aborted transactions included.
+    ReadUncommitted,
+    /// Up to the last stable offset, aborted transactions dropped.
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    /// Parses the value.
+    pub fn parse(v: &str) -> Result<IsolationLevel, String> {
+        match java_trim(v) {
+            "read_committed" => Ok(IsolationLevel::ReadCommitted),
+            "read_uncommitted" => Ok(IsolationLevel::ReadUncommitted),
+            _ => Err("expected read_committed or read_uncommitted".to_string()),
+        }
+    }
+
+    /// The value as written in a properties file.
+    pub fn name(self) -> &'static str {
+        match self {
+            IsolationLevel::ReadCommitted => "read_committed",
+            IsolationLevel::ReadUncommitted => "read_uncommitted",
+        }
+    }
+
+    /// The Fetch request's `isolation_level` byte.
+    pub fn wire_value(self) -> i8 {
+        match self {
+            IsolationLevel::ReadUncommitted => 0,
+            IsolationLevel::ReadCommitted => 1,
+        }
+    }
+}
+
+/// Producer `acks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// `0`: no acknowledgement.
+    None,
+    /// `1`: the leader only.
+    Leader,
+    /// `all` / `-1`: every in-sync replica.
+    All,
+}
+
+impl Acks {
+    /// Parses the value.
+    pub fn parse(v: &str) -> Result<Acks, String> {
+        match java_trim(v) {
+            "all" | "-1" => Ok(Acks::All),
+            "1" => Ok(Acks::Leader),
+            "0" => Ok(Acks::None),
+            _ => Err("expected all, -1, 0 or 1".to_string()),
+        }
+    }
+
+    /// The Produce request's `acks` field.
+    pub fn wire_value(self) -> i16 {
+        match self {
+            Acks::None => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+
+    /// The value as written in a properties file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Acks::None => "0",
+            Acks::Leader => "1",
+            Acks::All => "all",
+        }
+    }
+}
+
+/// Checks `v` against a key's type (not against what strait supports).
+pub fn check_type(ty: Ty, v: &str) -> Result<(), String> {
+    match ty {
+        Ty::Bool => parse_bool(v).map(drop),
+        Ty::Int(lo, hi) => parse_int(v, lo, hi, &ty.describe()).map(drop),
+        Ty::Long(lo, hi) => parse_int(v, lo, hi, &ty.describe()).map(drop),
+        Ty::Short(lo, hi) => parse_int(v, lo, hi, &ty.describe()).map(drop),
+        Ty::Double(lo, hi) => parse_double(v, lo, hi).map(drop),
+        Ty::Str | Ty::Password | Ty::List => Ok(()),
+        Ty::Class => {
+            let t = java_trim(v);
+            let ok = t.is_empty()
+                || t.split('.').all(|part| {
+                    let mut cs = part.chars();
+                    matches!(cs.next(), Some(c) if c.is_alphabetic() || c == '_' || c == '$')
+                        && cs.all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+                });
+            if ok {
+                Ok(())
+            } else {
+                Err("expected a Java class name".to_string())
+            }
+        }
+        Ty::Enum(options) => {
+            let t = java_trim(v);
+            if options.contains(&t) {
+                Ok(())
+            } else {
+                Err(format!("expected {}", ty.describe()))
+            }
+        }
+        Ty::EnumCi(options) => {
+            let t = java_trim(v);
+            if options.iter().any(|o| o.eq_ignore_ascii_case(t)) {
+                Ok(())
+            } else {
+                Err(format!("expected {}", ty.describe()))
+            }
+        }
+        Ty::HostPorts => parse_host_ports(v).map(drop),
+        Ty::ReplicationFactor => parse_replication_factor(v).map(drop),
+        Ty::Patterns => PatternList::parse("", v).map(drop).map_err(|e| match e {
+            crate::filter::FilterError::InvalidRegex {
+                culprit, reason, ..
+            } => match culprit {
+                Some(c) => format!("invalid regular expression `{c}`: {reason}"),
+                None => format!("invalid regular expression: {reason}"),
+            },
+            other => other.to_string(),
+        }),
+        Ty::Jaas => super::jaas::parse(v).map(drop).map_err(|e| e.to_string()),
+        Ty::ListenAddr => parse_listen_addr(v).map(drop),
+        Ty::OffsetReset => AutoOffsetReset::parse(v).map(drop),
+    }
+}
+
+/// A replication factor: -1 (broker default) or 1..=32767.
+pub fn parse_replication_factor(v: &str) -> Result<i16, String> {
+    let n = parse_int(v, i64::MIN, i64::MAX, "an integer")
+        .map_err(|_| "expected -1 (broker default) or 1..=32767, not a number".to_string())?;
+    if n == -1 || (1..=i64::from(i16::MAX)).contains(&n) {
+        // In range by the check just above.
+        Ok(i16::try_from(n).unwrap_or(-1))
+    } else {
+        Err("expected -1 (broker default) or 1..=32767".to_string())
+    }
+}
+
+/// `ip:port`, or `None` for an empty value.
+pub fn parse_listen_addr(v: &str) -> Result<Option<SocketAddr>, String> {
+    let t = java_trim(v);
+    if t.is_empty() {
+        return Ok(None);
+    }
+    t.parse::<SocketAddr>().map(Some).map_err(|_| {
+        "expected ip:port (for example 127.0.0.1:8787), or empty to disable".to_string()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn booleans() {
+        assert_eq!(parse_bool(" TRUE "), Ok(true));
+        assert_eq!(parse_bool("False"), Ok(false));
+        assert!(parse_bool("yes").is_err());
+        assert!(java_parse_boolean("tRuE"));
+        assert!(!java_parse_boolean("true "));
+        assert!(!java_parse_boolean("yes"));
+    }
+
+    #[test]
+    fn integers() {
+        assert_eq!(parse_int(" 42 ", 0, 100, "x"), Ok(42));
+        assert_eq!(parse_int("+7", 0, 100, "x"), Ok(7));
+        assert!(parse_int("abc", 0, 100, "x").is_err());
+        assert!(parse_int("101", 0, 100, "x").is_err());
+        assert!(parse_int("1.0", 0, 100, "x").is_err());
+        assert!(check_type(Ty::Int(i32::MIN.into(), i32::MAX.into()), "2147483648").is_err());
+        assert!(check_type(Ty::Short(i16::MIN.into(), i16::MAX.into()), "40000").is_err());
+        assert_eq!(parse_double("0.8d", 0.5, 1.0), Ok(0.8));
+        assert!(parse_double("NaN", 0.0, 1.0).is_err());
+    }
+
+    #[test]
+    fn replication_factors() {
+        assert_eq!(parse_replication_factor("-1"), Ok(-1));
+        assert_eq!(parse_replication_factor("3"), Ok(3));
+        assert!(parse_replication_factor("0").is_err());
+        assert!(parse_replication_factor("-2").is_err());
+        assert!(parse_replication_factor("65537").is_err());
+        assert!(parse_replication_factor("abc").is_err());
+    }
+
+    #[test]
+    fn host_ports() {
+        let got = parse_host_ports("a:9092, b.example.com:19092,,[::1]:9093,SASL_SSL://c:1")
+            .expect("valid");
+        assert_eq!(
+            got.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            vec!["a:9092", "b.example.com:19092", "[::1]:9093", "c:1"]
+        );
+        assert!(parse_host_ports("...").is_err());
+        assert!(parse_host_ports("host").is_err());
+        assert!(parse_host_ports("host:99999").is_err());
+        assert!(parse_host_ports(":9092").is_err());
+        assert!(parse_host_ports("").is_err());
+        assert!(parse_host_ports("a b:1").is_err());
+    }
+
+    #[test]
+    fn enums_and_classes() {
+        assert!(check_type(Ty::EnumCi(&["PLAINTEXT", "SSL"]), "ssl").is_ok());
+        assert!(check_type(Ty::Enum(&["source", "target"]), "middle").is_err());
+        assert!(check_type(Ty::Enum(&["source", "target"]), "Source").is_err());
+        assert!(
+            check_type(
+                Ty::Class,
+                "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+            )
+            .is_ok()
+        );
+        assert!(check_type(Ty::Class, "a.b$C").is_ok());
+        assert!(check_type(Ty::Class, "not a class").is_err());
+        assert_eq!(
+            AutoOffsetReset::parse("EARLIEST"),
+            Ok(AutoOffsetReset::Earliest)
+        );
+        assert_eq!(
+            AutoOffsetReset::parse("by_duration:PT1H"),
+            Ok(AutoOffsetReset::ByDuration("PT1H".into()))
+        );
+        assert!(AutoOffsetReset::parse("by_duration:").is_err());
+        assert_eq!(Acks::parse("-1"), Ok(Acks::All));
+        assert_eq!(
+            IsolationLevel::parse("read_committed"),
+            Ok(IsolationLevel::ReadCommitted)
+        );
+        assert_eq!(parse_listen_addr(""), Ok(None));
+        assert!(parse_listen_addr("localhost:1").is_err());
+        assert_eq!(
+            parse_listen_addr("127.0.0.1:8787").map(|a| a.map(|a| a.port())),
+            Ok(Some(8787))
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn check_type_never_panics(v in "\\PC{0,40}") {
+            for ty in [Ty::Bool, Ty::Int(0, 10), Ty::Double(0.0, 1.0), Ty::Class, Ty::HostPorts, Ty::ReplicationFactor, Ty::Patterns, Ty::Jaas, Ty::ListenAddr, Ty::OffsetReset] {
+                let _ = check_type(ty, &v);
+            }
+        }
+
+        #[test]
+        fn host_ports_round_trip(hosts in proptest::collection::vec(("[a-z][a-z0-9.-]{0,10}", any::<u16>()), 1..5)) {
+            let text = hosts.iter().map(|(h, p)| format!("{h}:{p}")).collect::<Vec<_>>().join(",");
+            let got = parse_host_ports(&text).expect("valid");
+            let want: Vec<BrokerAddress> = hosts.iter().map(|(h, p)| BrokerAddress { host: h.clone(), port: *p }).collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+}
