@@ -216,10 +216,14 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
                 kafka_protocol::ResponseError::try_from_code(resp.error_code)
             );
         }
-        let my_parts = parts.get_mut(&addr).expect("fetches only go to known brokers");
+        let my_parts = parts
+            .get_mut(&addr)
+            .expect("fetches only go to known brokers");
         for t in resp.responses {
             for pd in t.partitions {
-                let Some(part) = my_parts.iter_mut().find(|p| p.partition == pd.partition_index)
+                let Some(part) = my_parts
+                    .iter_mut()
+                    .find(|p| p.partition == pd.partition_index)
                 else {
                     continue;
                 };
@@ -245,9 +249,10 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
                     }
                     report.batches += 1;
                     report.wire_bytes += b.size() as u64;
-                    let recs = decode_records(&b, DEFAULT_MAX_DECOMPRESSED_BYTES).with_context(
-                        || format!("decoding a batch of {}-{}", spec.topic, part.partition),
-                    )?;
+                    let recs =
+                        decode_records(&b, DEFAULT_MAX_DECOMPRESSED_BYTES).with_context(|| {
+                            format!("decoding a batch of {}-{}", spec.topic, part.partition)
+                        })?;
                     for r in &recs {
                         if r.offset(b.base_offset()) < part.next_offset {
                             continue;
@@ -268,8 +273,7 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
                         if seen.insert(stamp.seq) {
                             let size = value.len()
                                 + r.key.as_ref().map_or(0, |k| k.len())
-                                + r
-                                    .headers
+                                + r.headers
                                     .iter()
                                     .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()))
                                     .sum::<usize>();

@@ -93,10 +93,13 @@ pub async fn leaders(
         if p.leader < 0 {
             return Ok(None);
         }
-        let addr = md
-            .brokers
-            .get(&p.leader)
-            .ok_or_else(|| anyhow!("leader {} of {topic}-{} is not a known broker", p.leader, p.partition))?;
+        let addr = md.brokers.get(&p.leader).ok_or_else(|| {
+            anyhow!(
+                "leader {} of {topic}-{} is not a known broker",
+                p.leader,
+                p.partition
+            )
+        })?;
         out.insert(p.partition, addr.clone());
     }
     Ok(Some(out))

@@ -58,8 +58,8 @@ pub fn commit(repo: &Path) -> String {
     let Some(head) = git(&["rev-parse", "HEAD"]) else {
         return "unknown".into();
     };
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|s| !s.is_empty());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     if dirty { format!("{head}-dirty") } else { head }
 }
 

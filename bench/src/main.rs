@@ -18,7 +18,10 @@ use strait_bench::stats::MIB;
 use strait_dataplane::io::{IoBackend, IoChoice, select_backend};
 
 #[derive(Parser)]
-#[command(name = "strait-bench", about = "Load generator and strait-vs-MirrorMaker 2 harness")]
+#[command(
+    name = "strait-bench",
+    about = "Load generator and strait-vs-MirrorMaker 2 harness"
+)]
 struct Cli {
     /// IO backend of the bench's own clients: auto, uring or epoll.
     #[arg(long, global = true, default_value = "auto")]
@@ -338,7 +341,11 @@ fn cmd_consume(a: ConsumeArgs, target: &str, backend: IoBackend) -> Result<()> {
             l.p99_ms,
             l.p999_ms,
             l.max_ms,
-            if r.complete { "" } else { " (INCOMPLETE: timed out)" }
+            if r.complete {
+                ""
+            } else {
+                " (INCOMPLETE: timed out)"
+            }
         );
     }
     if !r.complete {

@@ -79,7 +79,7 @@ impl RecordShape {
             key_bytes,
             key_cardinality,
             headers,
-            filler: letters(pool, 0x5eed_0f_5f4a17),
+            filler: letters(pool, 0x5eed_0f5f_4a17),
         }
     }
 
@@ -206,7 +206,10 @@ mod tests {
     #[test]
     fn record_bytes_counts_key_value_and_headers() {
         assert_eq!(RecordShape::new(100, 0, 0, 0).record_bytes(), 100);
-        assert_eq!(RecordShape::new(100, 12, 5, 2).record_bytes(), 100 + 12 + 20);
+        assert_eq!(
+            RecordShape::new(100, 12, 5, 2).record_bytes(),
+            100 + 12 + 20
+        );
         let shape = RecordShape::new(100, 12, 5, 2);
         let h = shape.headers(7);
         let hb: usize = h
@@ -219,8 +222,16 @@ mod tests {
     #[test]
     fn consecutive_values_differ() {
         let shape = RecordShape::new(1024, 0, 0, 0);
-        let a = shape.value(Stamp { send_us: 1, seq: 1, warmup: false });
-        let b = shape.value(Stamp { send_us: 1, seq: 2, warmup: false });
+        let a = shape.value(Stamp {
+            send_us: 1,
+            seq: 1,
+            warmup: false,
+        });
+        let b = shape.value(Stamp {
+            send_us: 1,
+            seq: 2,
+            warmup: false,
+        });
         assert_ne!(a[STAMP_LEN..], b[STAMP_LEN..]);
     }
 }

@@ -32,7 +32,8 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
     let rest = &text[text.rfind(')')? + 1..];
     let f: Vec<&str> = rest.split_whitespace().collect();
     // f[0] is field 3 (state); field n is f[n - 3].
-    let num = |n: usize| -> Option<u64> { f.get(n - 3)?.parse::<i64>().ok().map(|v| v.max(0) as u64) };
+    let num =
+        |n: usize| -> Option<u64> { f.get(n - 3)?.parse::<i64>().ok().map(|v| v.max(0) as u64) };
     Some(ProcStat {
         ppid: u32::try_from(num(4)?).ok()?,
         utime: num(14)?,

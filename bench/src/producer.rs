@@ -79,11 +79,11 @@ impl ProduceSpec {
                 self.shape.record_bytes()
             );
         }
-        if !matches!(self.acks, -1 | 0 | 1) {
-            bail!("acks must be -1, 0 or 1, got {}", self.acks);
-        }
-        if self.acks == 0 {
-            bail!("acks=0 gets no response to count; use 1 or -1");
+        if !matches!(self.acks, -1 | 1) {
+            bail!(
+                "acks must be -1 (all) or 1, got {} (acks=0 gets no response to count)",
+                self.acks
+            );
         }
         if let Some(r) = self.rate
             && !(r > 0.0 && r.is_finite())
@@ -204,9 +204,7 @@ pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Resul
         }
         // 1. Generate what is due.
         let due = pacer.due(now).min(total);
-        report.max_behind_records = report
-            .max_behind_records
-            .max(due.saturating_sub(generated));
+        report.max_behind_records = report.max_behind_records.max(due.saturating_sub(generated));
         while generated < due && ready_bytes < max_ready_bytes {
             let seq = generated;
             let st = &mut state[cursor];
@@ -309,7 +307,9 @@ pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Resul
                     let resp = pending.decode::<ProduceRequest>().await?;
                     for t in &resp.responses {
                         for p in &t.partition_responses {
-                            if let Some(e) = kafka_protocol::ResponseError::try_from_code(p.error_code) {
+                            if let Some(e) =
+                                kafka_protocol::ResponseError::try_from_code(p.error_code)
+                            {
                                 bail!(
                                     "produce to {topic}-{} failed: {e}{}",
                                     p.index,

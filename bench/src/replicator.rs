@@ -91,14 +91,23 @@ pub fn config_text(tool: Tool, p: &ConfigParams) -> String {
         kv(k, "1");
     }
     kv("sync.topic.acls.enabled", "false");
+    if tool == Tool::Strait {
+        kv("strait.progress.topic.replication.factor", "1");
+    }
     if tool == Tool::Mm2 {
         // MM2 throughput tuning, as its documentation recommends for high volumes.
         kv("tasks.max", &p.mm2_tasks.to_string());
         kv(&format!("{t}.producer.batch.size"), "327680");
-        kv(&format!("{t}.producer.linger.ms"), &p.mm2_linger_ms.to_string());
+        kv(
+            &format!("{t}.producer.linger.ms"),
+            &p.mm2_linger_ms.to_string(),
+        );
         kv(&format!("{t}.producer.compression.type"), p.codec.name());
         kv(&format!("{s}.consumer.fetch.max.bytes"), "52428800");
-        kv(&format!("{s}.consumer.max.partition.fetch.bytes"), "1048576");
+        kv(
+            &format!("{s}.consumer.max.partition.fetch.bytes"),
+            "1048576",
+        );
         kv(&format!("{s}.consumer.max.poll.records"), "500");
     }
     for (k, v) in &p.extra {
@@ -145,7 +154,10 @@ impl CommandSpec {
 
     fn args(&self, config: &Path) -> Vec<String> {
         let c = config.display().to_string();
-        self.args.iter().map(|a| a.replace("{config}", &c)).collect()
+        self.args
+            .iter()
+            .map(|a| a.replace("{config}", &c))
+            .collect()
     }
 }
 
@@ -273,8 +285,11 @@ mod tests {
     }
 
     fn lookup<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-        text.lines()
-            .find_map(|l| l.split_once(" = ").filter(|(k, _)| *k == key).map(|(_, v)| v))
+        text.lines().find_map(|l| {
+            l.split_once(" = ")
+                .filter(|(k, _)| *k == key)
+                .map(|(_, v)| v)
+        })
     }
 
     #[test]
@@ -284,7 +299,10 @@ mod tests {
         assert_eq!(lookup(&t, "src1->dst1.enabled"), Some("true"));
         // A properties file unescapes `\\` to `\`, so the regex MM2 sees is `bench\.x-1`.
         assert_eq!(lookup(&t, "src1->dst1.topics"), Some("bench\\\\.x-1"));
-        assert_eq!(lookup(&t, "dst1->src1.emit.heartbeats.enabled"), Some("false"));
+        assert_eq!(
+            lookup(&t, "dst1->src1.emit.heartbeats.enabled"),
+            Some("false")
+        );
         assert_eq!(lookup(&t, "tasks.max"), Some("2"));
         assert_eq!(lookup(&t, "dst1.producer.compression.type"), Some("zstd"));
         assert_eq!(lookup(&t, "dst1.producer.linger.ms"), Some("100"));
@@ -295,9 +313,16 @@ mod tests {
     #[test]
     fn strait_config_has_no_connect_tuning() {
         let t = config_text(Tool::Strait, &params());
-        assert_eq!(lookup(&t, "src1.bootstrap.servers"), Some("127.0.0.1:19092"));
+        assert_eq!(
+            lookup(&t, "src1.bootstrap.servers"),
+            Some("127.0.0.1:19092")
+        );
         assert_eq!(lookup(&t, "tasks.max"), None);
         assert!(!t.contains(".producer."));
+        assert_eq!(
+            lookup(&t, "strait.progress.topic.replication.factor"),
+            Some("1")
+        );
         assert_eq!(lookup(&t, "a.b"), Some("c"));
     }
 
@@ -327,7 +352,9 @@ mod tests {
         let err = loop {
             match r.check_alive() {
                 Err(e) => break e.to_string(),
-                Ok(()) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Ok(()) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
                 Ok(()) => panic!("the child did not exit"),
             }
         };

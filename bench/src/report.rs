@@ -13,8 +13,7 @@ use serde_json::Value;
 /// Returns the number of scenarios in the table.
 pub fn write_results_md(dir: &Path, out: &Path) -> Result<usize> {
     let mut latest: BTreeMap<String, (String, String, Value)> = BTreeMap::new();
-    let entries =
-        std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+    let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
     for e in entries.flatten() {
         let path = e.path();
         if path.extension().and_then(|x| x.to_str()) != Some("json") {
@@ -93,7 +92,11 @@ fn render(latest: &BTreeMap<String, (String, String, Value)>) -> String {
                 "| {} | {} | {} | {:.3} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {} |",
                 e["tool"].as_str().unwrap_or("?"),
                 e["variant"].as_str().unwrap_or(""),
-                if e["complete"].as_bool() == Some(true) { "yes" } else { "**no**" },
+                if e["complete"].as_bool() == Some(true) {
+                    "yes"
+                } else {
+                    "**no**"
+                },
                 num(e, "gib"),
                 e["records"].as_u64().unwrap_or(0),
                 num(e, "wall_s"),
@@ -120,7 +123,10 @@ fn render(latest: &BTreeMap<String, (String, String, Value)>) -> String {
                 );
             }
         }
-        let _ = writeln!(o, "\nCPU seconds of each process over the measured window:\n");
+        let _ = writeln!(
+            o,
+            "\nCPU seconds of each process over the measured window:\n"
+        );
         let _ = writeln!(
             o,
             "| tool | variant | window s | replicator | source broker | target broker | bench | whole machine ({} cores) |\n|---|---|---:|---:|---:|---:|---:|---:|",
@@ -149,7 +155,15 @@ fn render(latest: &BTreeMap<String, (String, String, Value)>) -> String {
                 let _ = writeln!(o, "- {t}");
             }
         }
-        let _ = writeln!(o, "\nGenerator (bench load, {}):", if v["params"]["mode"] == "steady" { "measured phase" } else { "preload before the replicator starts" });
+        let _ = writeln!(
+            o,
+            "\nGenerator (bench load, {}):",
+            if v["params"]["mode"] == "steady" {
+                "measured phase"
+            } else {
+                "preload before the replicator starts"
+            }
+        );
         for e in entries {
             let g = &e["generator"];
             let _ = writeln!(
@@ -186,7 +200,10 @@ fn render(latest: &BTreeMap<String, (String, String, Value)>) -> String {
 /// The targets of issue 6 for each variant that has both tools.
 fn targets(scenario: &str, entries: &[Value]) -> Vec<String> {
     let mut out = Vec::new();
-    let mut variants: Vec<&str> = entries.iter().filter_map(|e| e["variant"].as_str()).collect();
+    let mut variants: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| e["variant"].as_str())
+        .collect();
     variants.dedup();
     for var in variants {
         let find = |tool: &str| {
@@ -197,11 +214,17 @@ fn targets(scenario: &str, entries: &[Value]) -> Vec<String> {
             })
         };
         let (Some(s), Some(m)) = (find("strait"), find("mm2")) else {
-            out.push(format!("[{var}] needs a complete run of both tools to compare"));
+            out.push(format!(
+                "[{var}] needs a complete run of both tools to compare"
+            ));
             continue;
         };
         let check = |label: &str, ours: f64, theirs: f64, factor: f64| {
-            let ratio = if theirs > 0.0 { ours / theirs } else { f64::INFINITY };
+            let ratio = if theirs > 0.0 {
+                ours / theirs
+            } else {
+                f64::INFINITY
+            };
             let met = ratio <= 1.0 / factor;
             format!(
                 "[{var}] {label}: strait {ours:.2} vs MM2 {theirs:.2} = {ratio:.3}× (target ≤ {:.3}×): **{}**",
@@ -221,11 +244,26 @@ fn targets(scenario: &str, entries: &[Value]) -> Vec<String> {
             num(m, "cpu_s") / num(m, "gib").max(1e-9),
             20.0,
         ));
-        out.push(check("peak RSS MiB", num(s, "peak_rss_mib"), num(m, "peak_rss_mib"), 10.0));
+        out.push(check(
+            "peak RSS MiB",
+            num(s, "peak_rss_mib"),
+            num(m, "peak_rss_mib"),
+            10.0,
+        ));
         if scenario != "steady" && scenario != "small-batches" {
-            out.push(check("catch-up wall s", num(s, "wall_s"), num(m, "wall_s"), 3.0));
+            out.push(check(
+                "catch-up wall s",
+                num(s, "wall_s"),
+                num(m, "wall_s"),
+                3.0,
+            ));
         } else {
-            out.push(check("p99 latency ms", num(s, "p99_ms"), num(m, "p99_ms"), 1.0));
+            out.push(check(
+                "p99 latency ms",
+                num(s, "p99_ms"),
+                num(m, "p99_ms"),
+                1.0,
+            ));
         }
     }
     out
@@ -244,12 +282,19 @@ mod tests {
 
     #[test]
     fn targets_are_judged_per_variant() {
-        let es = vec![entry("strait", 1.0, 10.0, 10.0, 5.0), entry("mm2", 30.0, 500.0, 20.0, 4.0)];
+        let es = vec![
+            entry("strait", 1.0, 10.0, 10.0, 5.0),
+            entry("mm2", 30.0, 500.0, 20.0, 4.0),
+        ];
         let t = targets("catch-up", &es);
         assert_eq!(t.len(), 4);
         assert!(t[0].contains("**met**"), "{}", t[0]);
-        assert!(t[2].contains("**not met**"), "{}", t[2]);
-        assert!(t[3].contains("wall") && t[3].contains("**not met**"), "{}", t[3]);
+        assert!(t[2].contains("RSS") && t[2].contains("**met**"), "{}", t[2]);
+        assert!(
+            t[3].contains("wall") && t[3].contains("**not met**"),
+            "{}",
+            t[3]
+        );
         let t = targets("steady", &es);
         assert!(t[3].contains("p99") && t[3].contains("**not met**"));
         let t = targets("steady", &es[..1]);
@@ -265,8 +310,16 @@ mod tests {
                    "machine": {"nproc": 2}, "params": {"mode": "catch-up"},
                    "entries": [entry("strait", 1.0, 1.0, wall, 1.0)]})
         };
-        std::fs::write(dir.join("a.json"), mk("2026-01-01T00:00:00Z", 11.0).to_string()).unwrap();
-        std::fs::write(dir.join("b.json"), mk("2026-02-01T00:00:00Z", 22.0).to_string()).unwrap();
+        std::fs::write(
+            dir.join("a.json"),
+            mk("2026-01-01T00:00:00Z", 11.0).to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("b.json"),
+            mk("2026-02-01T00:00:00Z", 22.0).to_string(),
+        )
+        .unwrap();
         std::fs::write(dir.join("junk.json"), "{").unwrap();
         let out = dir.join("R.md");
         assert_eq!(write_results_md(&dir, &out).unwrap(), 1);

@@ -214,7 +214,9 @@ pub fn run_one(
     let topic = format!("bench-{}-{}-{id}", scenario.name, tool.name());
     let (src_alias, dst_alias) = (format!("src{id}"), format!("dst{id}"));
     let remote = replicator::remote_topic(&src_alias, &topic);
-    let dir = env.work_dir.join(format!("{}-{variant}-{}", scenario.name, tool.name()));
+    let dir = env
+        .work_dir
+        .join(format!("{}-{variant}-{}", scenario.name, tool.name()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     eprintln!(
         "strait-bench: {} [{variant}] with {}: topic {topic} → {remote}",
@@ -286,16 +288,14 @@ pub fn run_one(
         warm.progress = false;
         let measured = produce_spec(scenario, env, &topic, false);
         let (go2, backend) = (go.clone(), env.backend);
-        Some(
-            std::thread::Builder::new()
-                .name("generator".into())
-                .spawn(move || -> Result<ProduceReport> {
-                    strait_dataplane::io::block_on(backend, async move {
-                        producer::produce(&warm, Some(go2)).await?;
-                        producer::produce(&measured, None).await
-                    })?
-                })?,
-        )
+        Some(std::thread::Builder::new().name("generator".into()).spawn(
+            move || -> Result<ProduceReport> {
+                strait_dataplane::io::block_on(backend, async move {
+                    producer::produce(&warm, Some(go2)).await?;
+                    producer::produce(&measured, None).await
+                })?
+            },
+        )?)
     } else {
         None
     };
@@ -339,10 +339,10 @@ pub fn run_one(
         None => preload.map(Ok),
     };
 
-    if !env.keep_topics {
-        if let Err(e) = cleanup(&source_admin, &target_admin, &id, env.backend) {
-            eprintln!("strait-bench: warning: cleaning up topics of run {id}: {e:#}");
-        }
+    if !env.keep_topics
+        && let Err(e) = cleanup(&source_admin, &target_admin, &id, env.backend)
+    {
+        eprintln!("strait-bench: warning: cleaning up topics of run {id}: {e:#}");
     }
 
     let replicator_info = ReplicatorInfo {
@@ -359,10 +359,24 @@ pub fn run_one(
     let c = match consumed {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
-            return Ok(failed_entry(tool, variant, format!("{e:#}"), generator, replicator_info, final_sample));
+            return Ok(failed_entry(
+                tool,
+                variant,
+                format!("{e:#}"),
+                generator,
+                replicator_info,
+                final_sample,
+            ));
         }
         Err(e) => {
-            return Ok(failed_entry(tool, variant, format!("runtime: {e}"), generator, replicator_info, final_sample));
+            return Ok(failed_entry(
+                tool,
+                variant,
+                format!("runtime: {e}"),
+                generator,
+                replicator_info,
+                final_sample,
+            ));
         }
     };
     let gib = c.bytes as f64 / GIB;
@@ -406,8 +420,16 @@ pub fn run_one(
         copy_s,
         cpu_copy_s,
         cpu_s_per_gib: if gib > 0.0 { cpu_copy_s / gib } else { 0.0 },
-        mib_per_s: if copy_s > 0.0 { gib * 1024.0 / copy_s } else { 0.0 },
-        records_per_s: if copy_s > 0.0 { c.distinct as f64 / copy_s } else { 0.0 },
+        mib_per_s: if copy_s > 0.0 {
+            gib * 1024.0 / copy_s
+        } else {
+            0.0
+        },
+        records_per_s: if copy_s > 0.0 {
+            c.distinct as f64 / copy_s
+        } else {
+            0.0
+        },
         duplicates: c.duplicates,
         unexpected: c.unexpected,
         target_wire_mib: c.wire_bytes as f64 / crate::stats::MIB,
