@@ -36,6 +36,9 @@ pub struct ConsumeSpec {
     pub expected: u64,
     /// Give up after this long (from the call), with what has arrived so far.
     pub timeout_ms: u64,
+    /// Give up when no new measured record has arrived for this long after the first one
+    /// (a replicator that stopped some partitions but keeps running).
+    pub stall_timeout_ms: u64,
     pub fetch_max_bytes: i32,
     pub partition_max_bytes: i32,
     pub max_wait_ms: i32,
@@ -86,6 +89,9 @@ pub struct ConsumeReport {
     pub latency: Latency,
     pub series: Vec<SecondPoint>,
     pub complete: bool,
+    /// Why reading stopped before every expected record arrived (timeout, stall, replicator
+    /// exited).
+    pub stop_reason: Option<String>,
 }
 
 /// Summary fields for JSON.
@@ -134,21 +140,39 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
     };
 
     // Wait for the replicator to create the topic.
+    let early_stop = |reason: String, series: Series| ConsumeReport {
+        distinct: 0,
+        duplicates: 0,
+        unexpected: 0,
+        warmup_records: 0,
+        bytes: 0,
+        wire_bytes: 0,
+        batches: 0,
+        first_arrival_us: None,
+        last_arrival_us: None,
+        topic_ready_us: 0,
+        latency: Latency::new(),
+        series: series.into_points(),
+        complete: false,
+        stop_reason: Some(reason),
+    };
     let leaders = loop {
         let now = now_us();
-        close_seconds(&mut series, monitor, now)?;
+        if let Err(e) = close_seconds(&mut series, monitor, now) {
+            return Ok(early_stop(format!("{e:#}"), series));
+        }
         if let Some(l) = kafka::leaders(&admin, &spec.topic, spec.partitions).await? {
             break l;
         }
         if now >= deadline_us {
-            bail!(
+            let reason = format!(
                 "the target topic {} did not appear with {} partitions within {} s",
                 spec.topic,
                 spec.partitions,
                 spec.timeout_ms / 1000
             );
+            return Ok(early_stop(reason, series));
         }
-        monitor.sample()?;
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     let topic_ready_us = now_us();
@@ -189,6 +213,7 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
         latency: Latency::new(),
         series: Vec::new(),
         complete: false,
+        stop_reason: None,
     };
     let mut fetches: FuturesUnordered<FetchFut> = FuturesUnordered::new();
     for addr in conns.keys() {
@@ -197,8 +222,29 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
     let tick = Duration::from_millis(200);
     while !seen.complete() {
         let now = now_us();
-        close_seconds(&mut series, monitor, now)?;
+        if let Err(e) = close_seconds(&mut series, monitor, now) {
+            report.stop_reason = Some(format!("{e:#}"));
+            break;
+        }
         if now >= deadline_us {
+            report.stop_reason = Some(format!(
+                "timed out after {} s with {} of {} records",
+                spec.timeout_ms / 1000,
+                seen.distinct(),
+                spec.expected
+            ));
+            break;
+        }
+        let last_progress = report.last_arrival_us.unwrap_or(topic_ready_us);
+        if report.first_arrival_us.is_some()
+            && now.saturating_sub(last_progress) >= spec.stall_timeout_ms * 1000
+        {
+            report.stop_reason = Some(format!(
+                "stalled: no new record for {} s, with {} of {} records",
+                spec.stall_timeout_ms / 1000,
+                seen.distinct(),
+                spec.expected
+            ));
             break;
         }
         let done = tokio::select! {
@@ -301,7 +347,7 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
         }
     }
     // Close the last (partial) second so the series covers the whole run.
-    let (cpu, rss) = monitor.sample()?;
+    let (cpu, rss) = monitor.sample().unwrap_or_default();
     series.close_second(cpu, rss);
     report.distinct = seen.distinct();
     report.duplicates = seen.duplicates();

@@ -169,6 +169,9 @@ struct RunArgs {
     /// Give up on a replicator after this many seconds.
     #[arg(long)]
     timeout_s: Option<u64>,
+    /// Give up when no new record arrived for this many seconds after the first.
+    #[arg(long)]
+    stall_timeout_s: Option<u64>,
     /// strait's command line; `{config}` is the generated mm2.properties.
     #[arg(long)]
     strait_cmd: Option<String>,
@@ -309,6 +312,7 @@ fn cmd_consume(a: ConsumeArgs, target: &str, backend: IoBackend) -> Result<()> {
         partitions: a.partitions,
         expected: a.records,
         timeout_ms: a.timeout_s * 1000,
+        stall_timeout_ms: a.timeout_s * 1000,
         fetch_max_bytes: 64 << 20,
         partition_max_bytes: 1 << 20,
         max_wait_ms: 100,
@@ -371,6 +375,9 @@ fn cmd_run(
     a.shape.apply(&mut s)?;
     if let Some(t) = a.timeout_s {
         s.timeout_s = t;
+    }
+    if let Some(t) = a.stall_timeout_s {
+        s.stall_timeout_s = t;
     }
     let repo = a.repo.clone().unwrap_or_else(repo_default);
     let repo = repo.canonicalize().unwrap_or(repo);

@@ -306,6 +306,7 @@ pub fn run_one(
         partitions: scenario.partitions,
         expected: scenario.records,
         timeout_ms: scenario.timeout_s * 1000,
+        stall_timeout_ms: scenario.stall_timeout_s * 1000,
         fetch_max_bytes: 64 << 20,
         partition_max_bytes: 1 << 20,
         max_wait_ms: 100,
@@ -394,11 +395,11 @@ pub fn run_one(
     let diff = |a: Option<f64>, b: Option<f64>| Some(a? - b?);
     let mut error = gen_err;
     if !c.complete {
-        error.get_or_insert_with(|| {
-            format!(
-                "timed out after {} s with {} of {} records",
-                scenario.timeout_s, c.distinct, scenario.records
-            )
+        error = Some(match (c.stop_reason.clone(), error) {
+            (Some(r), Some(g)) => format!("{r}; {g}"),
+            (Some(r), None) => r,
+            (None, Some(g)) => g,
+            (None, None) => "incomplete".to_string(),
         });
     }
     Ok(Entry {

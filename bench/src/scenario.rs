@@ -37,6 +37,8 @@ pub struct Scenario {
     pub rate: Option<f64>,
     /// Give up waiting for the replicated records after this long.
     pub timeout_s: u64,
+    /// Give up when no new record arrived for this long after the first one.
+    pub stall_timeout_s: u64,
     /// MM2's producer linger (its docs: 100 ms for throughput; Kafka 4's default 5 ms for
     /// latency runs).
     pub mm2_linger_ms: u64,
@@ -76,6 +78,7 @@ impl Scenario {
             linger_ms: 5,
             rate: None,
             timeout_s: 900,
+            stall_timeout_s: 60,
             mm2_linger_ms: 100,
         };
         Some(match name {
