@@ -43,7 +43,7 @@ enum Cmd {
     /// Read a topic on the target cluster and report latency and throughput.
     Consume(ConsumeArgs),
     /// Run a scenario against one or more replicators and write a JSON result.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Regenerate perf/RESULTS.md from the JSON results.
     Report(ReportArgs),
 }
@@ -250,7 +250,7 @@ fn real_main(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Produce(a) => cmd_produce(a, &source, backend),
         Cmd::Consume(a) => cmd_consume(a, &target, backend),
-        Cmd::Run(a) => cmd_run(a, source, target, tb, backend),
+        Cmd::Run(a) => cmd_run(*a, source, target, tb, backend),
         Cmd::Report(a) => {
             let n = strait_bench::report::write_results_md(&a.results, &a.out)?;
             eprintln!("strait-bench: wrote {} ({n} scenarios)", a.out.display());
