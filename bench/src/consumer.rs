@@ -262,6 +262,7 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
                 kafka_protocol::ResponseError::try_from_code(resp.error_code)
             );
         }
+        let mut transient_errors = 0usize;
         let my_parts = parts
             .get_mut(&addr)
             .expect("fetches only go to known brokers");
@@ -274,6 +275,11 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
                     continue;
                 };
                 if let Some(e) = kafka_protocol::ResponseError::try_from_code(pd.error_code) {
+                    if transient(e) {
+                        // A topic the replicator just created: its leader is still settling.
+                        transient_errors += 1;
+                        continue;
+                    }
                     bail!(
                         "fetch of {}-{} at offset {} from {addr}: {e}",
                         spec.topic,
@@ -342,6 +348,9 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
             all_live_told = true;
             monitor.all_partitions_live();
         }
+        if transient_errors > 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         if !seen.complete() {
             fetches.push(fetch(&conns[&addr], &spec.topic, &parts[&addr], spec)?);
         }
@@ -400,6 +409,19 @@ fn fetch(conn: &BrokerConn, topic: &str, parts: &[Part], spec: &ConsumeSpec) -> 
             Err(e) => (addr, Err(e), 0),
         }
     }))
+}
+
+/// Partition errors that pass by themselves (leadership settling after topic creation).
+fn transient(e: kafka_protocol::ResponseError) -> bool {
+    use kafka_protocol::ResponseError::*;
+    matches!(
+        e,
+        NotLeaderOrFollower
+            | LeaderNotAvailable
+            | UnknownTopicOrPartition
+            | FencedLeaderEpoch
+            | UnknownLeaderEpoch
+    )
 }
 
 /// MiB of `bytes`.

@@ -114,6 +114,8 @@ pub struct ProduceReport {
     pub stopped_early: bool,
     /// When generation started, µs since the epoch.
     pub started_us: u64,
+    /// Batches sent again after a transient leadership error.
+    pub retries: u64,
 }
 
 struct Open {
@@ -133,7 +135,29 @@ struct PartitionState {
     ready: VecDeque<Ready>,
 }
 
-type InFlight = LocalBoxFuture<'static, Result<(u64, u64, usize)>>;
+/// A sent request's batches (by partition index) and, per batch, the broker's error if any.
+type Outcome = Vec<(usize, Ready, Option<kafka_protocol::ResponseError>)>;
+type InFlight = LocalBoxFuture<'static, Result<Outcome>>;
+
+/// Total retries of batches rejected with a transient leadership error (a partition whose
+/// leader is still being set up right after topic creation) before the run fails.
+const MAX_RETRIES: u64 = 1_000;
+/// Pause before resending after a retriable error.
+const RETRY_BACKOFF_US: u64 = 100_000;
+
+/// Errors worth retrying: leadership moves and topics still being created.
+fn retriable(e: kafka_protocol::ResponseError) -> bool {
+    use kafka_protocol::ResponseError::*;
+    matches!(
+        e,
+        NotLeaderOrFollower
+            | LeaderNotAvailable
+            | UnknownTopicOrPartition
+            | NotEnoughReplicas
+            | NotEnoughReplicasAfterAppend
+            | RequestTimedOut
+    )
+}
 
 /// Produces `spec.records` records (or until `stop` is set). Runs on the current thread inside
 /// a runtime of `spec.backend` (see [`strait_dataplane::io::block_on`]).
@@ -192,6 +216,7 @@ pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Resul
     let mut inflight: FuturesUnordered<InFlight> = FuturesUnordered::new();
     let mut rotation: HashMap<String, usize> = HashMap::new();
     let tick = Duration::from_millis(1);
+    let mut hold_until_us = 0u64;
 
     loop {
         let now = now_us();
@@ -250,14 +275,14 @@ pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Resul
             }
         }
         // 3. Send: one request per free slot, one batch per partition per request.
-        for (addr, idxs) in &by_broker {
+        let holding = now < hold_until_us;
+        for (addr, idxs) in by_broker.iter().filter(|_| !holding) {
             let conn = &conns[addr];
             let version = conn.version_for::<ProduceRequest>()?;
             loop {
                 let rot = rotation.entry(addr.clone()).or_default();
                 let mut batches = Vec::new();
                 let mut bytes = 0usize;
-                let mut records = 0u64;
                 for k in 0..idxs.len() {
                     let i = idxs[(*rot + k) % idxs.len()];
                     let Some(front) = state[i].ready.front() else {
@@ -268,7 +293,6 @@ pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Resul
                     }
                     let r = state[i].ready.pop_front().expect("front exists");
                     bytes += r.batch.len();
-                    records += r.records;
                     batches.push((i, r));
                 }
                 if batches.is_empty() {
@@ -301,27 +325,24 @@ pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Resul
                 ready_bytes -= bytes;
                 report.requests += 1;
                 report.batches += batches.len() as u64;
-                let n = batches.len();
-                let topic = spec.topic.clone();
+                let partition_of: Vec<i32> = batches.iter().map(|(i, _)| partitions[*i]).collect();
                 inflight.push(Box::pin(async move {
                     let resp = pending.decode::<ProduceRequest>().await?;
+                    let mut errors: HashMap<i32, kafka_protocol::ResponseError> = HashMap::new();
                     for t in &resp.responses {
                         for p in &t.partition_responses {
                             if let Some(e) =
                                 kafka_protocol::ResponseError::try_from_code(p.error_code)
                             {
-                                bail!(
-                                    "produce to {topic}-{} failed: {e}{}",
-                                    p.index,
-                                    p.error_message
-                                        .as_ref()
-                                        .map(|m| format!(" ({m})"))
-                                        .unwrap_or_default()
-                                );
+                                errors.insert(p.index, e);
                             }
                         }
                     }
-                    Ok((records, bytes as u64, n))
+                    Ok(batches
+                        .into_iter()
+                        .zip(partition_of)
+                        .map(|((i, r), p)| (i, r, errors.get(&p).copied()))
+                        .collect())
                 }));
             }
         }
@@ -337,20 +358,30 @@ pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Resul
         if inflight.is_empty() && !must_tick && !waiting_for_slot && generated >= total {
             break;
         }
+        let mut ctx = Acks {
+            acked: &mut acked,
+            report: &mut report,
+            progress: progress.as_ref(),
+            state: &mut state,
+            ready_bytes: &mut ready_bytes,
+            partitions: &partitions,
+            topic: &spec.topic,
+            hold_until_us: &mut hold_until_us,
+        };
         if inflight.is_empty() {
             tokio::time::sleep(tick).await;
-        } else if must_tick {
+        } else if must_tick || waiting_for_slot {
             tokio::select! {
-                r = inflight.next() => handle(r, &mut acked, &mut report, progress.as_ref())?,
+                r = inflight.next() => handle(r, &mut ctx)?,
                 _ = tokio::time::sleep(tick) => {}
             }
         } else {
             let r = inflight.next().await;
-            handle(r, &mut acked, &mut report, progress.as_ref())?;
+            handle(r, &mut ctx)?;
         }
         // Drain whatever else completed without waiting.
         while let Some(Some(r)) = futures_util::FutureExt::now_or_never(inflight.next()) {
-            handle(Some(r), &mut acked, &mut report, progress.as_ref())?;
+            handle(Some(r), &mut ctx)?;
         }
     }
     if let Some(pb) = progress {
@@ -367,18 +398,41 @@ pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Resul
     Ok(report)
 }
 
-fn handle(
-    r: Option<Result<(u64, u64, usize)>>,
-    acked: &mut u64,
-    report: &mut ProduceReport,
-    progress: Option<&indicatif::ProgressBar>,
-) -> Result<()> {
-    if let Some(r) = r {
-        let (records, wire, _) = r?;
-        *acked += records;
-        report.wire_bytes += wire;
-        if let Some(pb) = progress {
-            pb.inc(records);
+struct Acks<'a> {
+    acked: &'a mut u64,
+    report: &'a mut ProduceReport,
+    progress: Option<&'a indicatif::ProgressBar>,
+    state: &'a mut [PartitionState],
+    ready_bytes: &'a mut usize,
+    partitions: &'a [i32],
+    topic: &'a str,
+    /// Sending pauses until then after a retriable error.
+    hold_until_us: &'a mut u64,
+}
+
+fn handle(r: Option<Result<Outcome>>, ctx: &mut Acks<'_>) -> Result<()> {
+    let Some(r) = r else { return Ok(()) };
+    for (i, batch, err) in r? {
+        match err {
+            None => {
+                *ctx.acked += batch.records;
+                ctx.report.wire_bytes += batch.batch.len() as u64;
+                if let Some(pb) = ctx.progress {
+                    pb.inc(batch.records);
+                }
+            }
+            Some(e) if retriable(e) && ctx.report.retries < MAX_RETRIES => {
+                ctx.report.retries += 1;
+                *ctx.hold_until_us = now_us() + RETRY_BACKOFF_US;
+                *ctx.ready_bytes += batch.batch.len();
+                ctx.state[i].ready.push_front(batch);
+            }
+            Some(e) => bail!(
+                "produce to {}-{} failed: {e} (after {} retries in this run)",
+                ctx.topic,
+                ctx.partitions[i],
+                ctx.report.retries
+            ),
         }
     }
     Ok(())

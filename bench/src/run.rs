@@ -3,8 +3,8 @@
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
@@ -154,10 +154,15 @@ struct RunMonitor<'a> {
     cpu_at_first: Option<f64>,
     last: procfs::TreeSample,
     go: Option<Arc<AtomicBool>>,
+    /// Set by the generator thread when it fails: no more records will come.
+    generator_error: Arc<Mutex<Option<String>>>,
 }
 
 impl Monitor for RunMonitor<'_> {
     fn sample(&mut self) -> Result<(f64, f64)> {
+        if let Some(e) = self.generator_error.lock().ok().and_then(|g| g.clone()) {
+            anyhow::bail!("the generator failed: {e}");
+        }
         self.running.check_alive()?;
         self.last = self.sampler.sample();
         Ok((self.last.cpu_s, self.last.rss_mib))
@@ -280,6 +285,7 @@ pub fn run_one(
     // Steady: a warm-up trickle until every partition is live, then the measured load, from
     // another thread so that generating never waits on consuming.
     let go = Arc::new(AtomicBool::new(false));
+    let generator_error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let producer_thread = if scenario.mode == Mode::Steady {
         let mut warm = produce_spec(scenario, env, &topic, true);
         warm.records = u64::MAX >> 2;
@@ -287,13 +293,19 @@ pub fn run_one(
         warm.linger_ms = 0;
         warm.progress = false;
         let measured = produce_spec(scenario, env, &topic, false);
-        let (go2, backend) = (go.clone(), env.backend);
+        let (go2, backend, gen_err) = (go.clone(), env.backend, generator_error.clone());
         Some(std::thread::Builder::new().name("generator".into()).spawn(
             move || -> Result<ProduceReport> {
-                strait_dataplane::io::block_on(backend, async move {
+                let r = strait_dataplane::io::block_on(backend, async move {
                     producer::produce(&warm, Some(go2)).await?;
                     producer::produce(&measured, None).await
-                })?
+                })
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r);
+                if let (Err(e), Ok(mut slot)) = (&r, gen_err.lock()) {
+                    *slot = Some(format!("{e:#}"));
+                }
+                r
             },
         )?)
     } else {
@@ -321,6 +333,7 @@ pub fn run_one(
         cpu_at_first: None,
         last: Default::default(),
         go: (scenario.mode == Mode::Steady).then(|| go.clone()),
+        generator_error: generator_error.clone(),
     };
     let consumed =
         strait_dataplane::io::block_on(env.backend, consumer::consume(&spec, &mut monitor));
