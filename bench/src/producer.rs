@@ -139,9 +139,10 @@ struct PartitionState {
 type Outcome = Vec<(usize, Ready, Option<kafka_protocol::ResponseError>)>;
 type InFlight = LocalBoxFuture<'static, Result<Outcome>>;
 
-/// Total retries of batches rejected with a transient leadership error (a partition whose
-/// leader is still being set up right after topic creation) before the run fails.
-const MAX_RETRIES: u64 = 1_000;
+/// How long a run may keep retrying batches rejected with a transient leadership error (a
+/// partition whose leader is still being set up right after topic creation) without any batch
+/// being accepted, before it fails.
+const MAX_RETRY_WINDOW_US: u64 = 60_000_000;
 /// Pause before resending after a retriable error.
 const RETRY_BACKOFF_US: u64 = 100_000;
 
@@ -217,6 +218,7 @@ pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Resul
     let mut rotation: HashMap<String, usize> = HashMap::new();
     let tick = Duration::from_millis(1);
     let mut hold_until_us = 0u64;
+    let mut last_success_us = start_us;
 
     loop {
         let now = now_us();
@@ -367,6 +369,7 @@ pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Resul
             partitions: &partitions,
             topic: &spec.topic,
             hold_until_us: &mut hold_until_us,
+            last_success_us: &mut last_success_us,
         };
         if inflight.is_empty() {
             tokio::time::sleep(tick).await;
@@ -408,6 +411,8 @@ struct Acks<'a> {
     topic: &'a str,
     /// Sending pauses until then after a retriable error.
     hold_until_us: &'a mut u64,
+    /// When a batch was last accepted (or the run started).
+    last_success_us: &'a mut u64,
 }
 
 fn handle(r: Option<Result<Outcome>>, ctx: &mut Acks<'_>) -> Result<()> {
@@ -415,20 +420,24 @@ fn handle(r: Option<Result<Outcome>>, ctx: &mut Acks<'_>) -> Result<()> {
     for (i, batch, err) in r? {
         match err {
             None => {
+                *ctx.last_success_us = now_us();
                 *ctx.acked += batch.records;
                 ctx.report.wire_bytes += batch.batch.len() as u64;
                 if let Some(pb) = ctx.progress {
                     pb.inc(batch.records);
                 }
             }
-            Some(e) if retriable(e) && ctx.report.retries < MAX_RETRIES => {
+            Some(e)
+                if retriable(e)
+                    && now_us().saturating_sub(*ctx.last_success_us) < MAX_RETRY_WINDOW_US =>
+            {
                 ctx.report.retries += 1;
                 *ctx.hold_until_us = now_us() + RETRY_BACKOFF_US;
                 *ctx.ready_bytes += batch.batch.len();
                 ctx.state[i].ready.push_front(batch);
             }
             Some(e) => bail!(
-                "produce to {}-{} failed: {e} (after {} retries in this run)",
+                "produce to {}-{} failed: {e} ({} batches retried in this run)",
                 ctx.topic,
                 ctx.partitions[i],
                 ctx.report.retries
