@@ -231,7 +231,10 @@ pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Resul
         }
         // 1. Generate what is due.
         let due = pacer.due(now).min(total);
-        report.max_behind_records = report.max_behind_records.max(due.saturating_sub(generated));
+        if spec.rate.is_some() {
+            report.max_behind_records =
+                report.max_behind_records.max(due.saturating_sub(generated));
+        }
         while generated < due && ready_bytes < max_ready_bytes {
             let seq = generated;
             let st = &mut state[cursor];
