@@ -101,4 +101,6 @@ eval "$("$STRAIT_SCRIPTS_DIR/testbed" env)"
 export STRAIT_REQUIRE_TESTBED=1
 
 step "cargo test"
-cargo test --workspace --all-targets -- --test-threads="$STRAIT_TEST_THREADS"
+# RUST_TEST_THREADS rather than --test-threads: criterion benches (run once as tests here) take
+# no libtest flags.
+RUST_TEST_THREADS="$STRAIT_TEST_THREADS" cargo test --workspace --all-targets

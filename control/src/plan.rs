@@ -79,6 +79,7 @@ pub fn flow_plan(cfg: &Mm2Config, flow: &FlowConfig) -> Result<FlowPlan, String>
     let f1 = flow.clone();
     let f2 = flow.clone();
     Ok(FlowPlan {
+        config: flow.clone(),
         source: flow.source.clone(),
         target: flow.target.clone(),
         source_fetch: consumer.client.conn.clone(),

@@ -24,6 +24,9 @@ use crate::progress::{self, ProgressStore};
 
 /// One enabled flow, reduced to what the control loop needs.
 pub struct FlowPlan {
+    /// The whole resolved flow configuration (intervals, filters, policy, client settings) for
+    /// the periodic duties.
+    pub config: crate::config::FlowConfig,
     pub source: String,
     pub target: String,
     /// Consumer-side connection to the source (fetching).
@@ -83,7 +86,7 @@ pub enum RunError {
     Setup(String),
 }
 
-struct PartitionState {
+pub(crate) struct PartitionState {
     shard: usize,
     flow: FlowId,
     topic_id: [u8; 16],
@@ -93,7 +96,7 @@ struct PartitionState {
     failed: Option<String>,
 }
 
-struct FlowRuntime {
+pub(crate) struct FlowRuntime {
     plan: FlowPlan,
     source: Rc<Cluster>,
     target: Rc<Cluster>,

@@ -14,6 +14,9 @@ use strait_dataplane::wire::{
     ConnConfig, SaslConfig, SaslMechanism, Secret, SecurityProtocol, TlsConfig, TrustStore,
 };
 
+pub mod log;
+pub mod strait;
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -178,23 +181,27 @@ pub fn unique(prefix: &str) -> String {
 /// Runs one of Kafka's CLI tools through `scripts/kafka-tool`, feeding `stdin`.
 pub fn kafka_tool(name: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut cmd = Command::new(repo_root().join("scripts/kafka-tool"));
-    cmd.arg(name)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.arg(name).args(args);
+    run_with_stdin(cmd, stdin)
+}
+
+/// Runs `cmd` with `stdin` fed to it (or no stdin), capturing stdout and stderr.
+pub fn run_with_stdin(mut cmd: Command, stdin: Option<&[u8]>) -> Output {
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = cmd
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot run scripts/kafka-tool {name}: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     if let Some(data) = stdin {
         let mut si = child.stdin.take().expect("piped stdin");
-        si.write_all(data).expect("write to tool stdin");
+        si.write_all(data).expect("write to stdin");
     }
-    child.wait_with_output().expect("tool runs")
+    child.wait_with_output().expect("the command runs")
 }
 
 /// Like [`kafka_tool`] but panics with the tool's stderr when it fails.
@@ -219,4 +226,158 @@ pub fn temp_file(text: &str) -> PathBuf {
     std::fs::write(f.path(), text).expect("write temp file");
     let (_, path) = f.keep().expect("keep temp file");
     path
+}
+
+/// A small Java program compiled against the test bed's Kafka jars (kafka-clients,
+/// connect-mirror-client, ...). Tests use these to produce data with Kafka's own client (bytes we
+/// did not write) and to call Kafka's own libraries (e.g. `RemoteClusterUtils`).
+#[derive(Debug, Clone)]
+pub struct JavaProgram {
+    class: String,
+    classes_dir: PathBuf,
+}
+
+impl JavaProgram {
+    /// Compiles `source` (a whole `.java` file defining public class `class`) once per content;
+    /// the classes are cached under the test bed directory.
+    pub fn compile(class: &str, source: &str) -> JavaProgram {
+        use std::hash::{Hash, Hasher};
+        let tb = Testbed::get();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        source.hash(&mut h);
+        let dir = PathBuf::from(tb.var("STRAIT_TESTBED_DIR"))
+            .join("java")
+            .join(format!("{class}-{:016x}", h.finish()));
+        let marker = dir.join(format!("{class}.class"));
+        if !marker.exists() {
+            let src_dir = dir.join("src");
+            std::fs::create_dir_all(&src_dir).expect("create java dir");
+            let src = src_dir.join(format!("{class}.java"));
+            std::fs::write(&src, source).expect("write java source");
+            let libs = format!("{}/*", tb.var("STRAIT_KAFKA_LIBS"));
+            // Compile into a temporary directory and rename it into place, so that concurrent
+            // tests never see half-written classes.
+            let tmp = tempfile::Builder::new()
+                .prefix("javac-")
+                .tempdir_in(dir.parent().expect("has parent"))
+                .expect("temp dir");
+            let out = Command::new("javac")
+                .args(["-nowarn", "-d"])
+                .arg(tmp.path())
+                .args(["-cp", &libs])
+                .arg(&src)
+                .output()
+                .expect("javac runs (a JDK is required)");
+            assert!(
+                out.status.success(),
+                "javac {class} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            for entry in std::fs::read_dir(tmp.path()).expect("read classes") {
+                let entry = entry.expect("entry");
+                let _ = std::fs::rename(entry.path(), dir.join(entry.file_name()));
+            }
+        }
+        JavaProgram {
+            class: class.to_string(),
+            classes_dir: dir,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(repo_root().join("scripts/kafka-tool"));
+        cmd.arg("kafka-run-class")
+            .arg(&self.class)
+            .args(args)
+            .env("STRAIT_EXTRA_CLASSPATH", &self.classes_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Starts the program without waiting for it (stdin closed); finish it with
+    /// [`JavaProgram::finish`].
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        self.command(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("kafka-run-class starts")
+    }
+
+    /// Waits for a program started with [`JavaProgram::spawn`]; panics with its stderr if it
+    /// failed. Returns stdout.
+    pub fn finish(&self, child: std::process::Child) -> String {
+        let out = child.wait_with_output().expect("program runs");
+        if !out.status.success() {
+            panic!(
+                "java {} failed ({}):\n{}",
+                self.class,
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs the program through `scripts/kafka-tool kafka-run-class`; panics with its stderr
+    /// if it fails. Returns stdout.
+    pub fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> String {
+        let mut cmd = self.command(args);
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        let mut child = cmd.spawn().expect("kafka-run-class starts");
+        if let Some(data) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("piped")
+                .write_all(data)
+                .expect("write stdin");
+        }
+        let out = child.wait_with_output().expect("program runs");
+        if !out.status.success() {
+            panic!(
+                "java {} {args:?} failed ({}):\n{}",
+                self.class,
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// `tests/java/StraitProduce.java`: Kafka's own producer writing the data-path tests' records
+/// (modes `mixed`, `txn`, `compact`, `bulk`, `big`; see the file). Compiled once.
+pub fn strait_produce() -> &'static JavaProgram {
+    static PROGRAM: OnceLock<JavaProgram> = OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        JavaProgram::compile("StraitProduce", include_str!("../java/StraitProduce.java"))
+    })
+}
+
+/// An `mm2.properties` for the test bed: clusters `A` (source) and `B` (target) on their
+/// PLAINTEXT listeners, flow `A->B` enabled for `topics`, every replication factor 1, and
+/// `extra` lines appended. Returns the file's path.
+pub fn testbed_mm2_config(topics: &str, extra: &str) -> PathBuf {
+    let tb = Testbed::get();
+    temp_file(&format!(
+        "clusters = A, B\n\
+         A.bootstrap.servers = {}\n\
+         B.bootstrap.servers = {}\n\
+         A->B.enabled = true\n\
+         A->B.topics = {topics}\n\
+         B->A.emit.heartbeats.enabled = false\n\
+         replication.factor = 1\n\
+         checkpoints.topic.replication.factor = 1\n\
+         heartbeats.topic.replication.factor = 1\n\
+         offset-syncs.topic.replication.factor = 1\n\
+         strait.progress.topic.replication.factor = 1\n\
+         {extra}\n",
+        tb.source(),
+        tb.target()
+    ))
 }

@@ -89,6 +89,7 @@ struct Inner {
     shared: RefCell<Shared>,
     write_tx: mpsc::UnboundedSender<Vec<Bytes>>,
     permits: Arc<Semaphore>,
+    max_in_flight: usize,
     request_timeout: Duration,
     versions: ApiVersions,
     shutdown: Box<dyn Fn()>,
@@ -302,6 +303,16 @@ impl BrokerConn {
         self.inner.shared.borrow().pending.len()
     }
 
+    /// Whether [`BrokerConn::try_send`] would find a free in-flight slot.
+    pub fn has_capacity(&self) -> bool {
+        self.inner.permits.available_permits() > 0
+    }
+
+    /// The connection's bound on requests in flight.
+    pub fn max_in_flight(&self) -> usize {
+        self.inner.max_in_flight
+    }
+
     fn try_acquire(&self) -> Result<Option<OwnedSemaphorePermit>, WireError> {
         if let Some(e) = self.inner.shared.borrow().failed.clone() {
             return Err(e);
@@ -462,6 +473,7 @@ async fn connect_with<T: Transport>(
         }),
         write_tx,
         permits: Arc::new(Semaphore::new(setup.config.max_in_flight_requests.max(1))),
+        max_in_flight: setup.config.max_in_flight_requests.max(1),
         request_timeout: Duration::from_millis(setup.config.request_timeout_ms),
         shutdown: Box::new(move || closer.shutdown()),
     });

@@ -142,6 +142,11 @@ pub struct Partition {
     queued_bytes: usize,
     next_seq: i32,
     producer: Option<(i64, i16)>,
+    /// Whether the target has acknowledged a batch of the current producer on this partition.
+    /// Until then only one batch may be in flight: a broker that does not know our producer
+    /// accepts *any* sequence number, so a later batch could land before a refused first one
+    /// and make the first out of order for good.
+    established: bool,
     retry_at: Option<Instant>,
     failing_since: Option<Instant>,
     mappings: Vec<MappingSegment>,
@@ -175,6 +180,7 @@ impl Partition {
             queued_bytes: 0,
             next_seq: 0,
             producer: None,
+            established: false,
             retry_at: None,
             failing_since: None,
             mappings: Vec::new(),
@@ -488,6 +494,7 @@ impl Partition {
         if self.producer != Some((producer_id, producer_epoch)) && self.window.is_empty() {
             self.producer = Some((producer_id, producer_epoch));
             self.next_seq = 0;
+            self.established = false;
         }
     }
 
@@ -513,12 +520,16 @@ impl Partition {
             let later_sent = self.window.iter().skip(i + 1).any(|o| o.slot == Slot::Sent);
             return (!later_sent).then_some(Target::Window(i));
         }
-        let unacked = self
-            .window
-            .iter()
-            .filter(|o| !matches!(o.slot, Slot::Acked { .. }))
-            .count();
-        if unacked >= self.produce.max_in_flight_per_partition.clamp(1, 5) {
+        // Every batch since the oldest unsettled one counts, acknowledged or not: the broker
+        // deduplicates a resend only against its last 5 batches, so no more than 5 may follow
+        // a batch whose fate is unknown.
+        let unsettled = self.window.len();
+        let limit = if self.established {
+            self.produce.max_in_flight_per_partition.clamp(1, 5)
+        } else {
+            1
+        };
+        if unsettled >= limit {
             return None;
         }
         (!self.queue.is_empty()).then_some(Target::Queue)
@@ -576,6 +587,7 @@ impl Partition {
         match outcome {
             ProduceOutcome::Appended { base_offset } => {
                 self.window[i].slot = Slot::Acked { base_offset };
+                self.established = true;
             }
             ProduceOutcome::Error { code, message } => {
                 let err = ResponseError::try_from_code(code);
@@ -584,6 +596,7 @@ impl Partition {
                     // The broker already has this batch: it was written by an earlier attempt.
                     Some(ResponseError::DuplicateSequenceNumber) => {
                         self.window[i].slot = Slot::Acked { base_offset: -1 };
+                        self.established = true;
                     }
                     // Out of order is expected right behind a failed batch; otherwise our
                     // sequence state is broken and retrying cannot fix it.
@@ -764,6 +777,7 @@ mod tests {
         p.needs_source_leader = false;
         p.needs_target_leader = false;
         p.set_producer(7, 0);
+        p.established = true;
         p
     }
 
@@ -1153,5 +1167,158 @@ mod tests {
             2,
             "the unsent second batch will be refetched by the next owner"
         );
+    }
+}
+
+/// A simulation of one partition against a model of the broker's idempotence checks, with
+/// arbitrary interleavings of sends, refused enqueues, lost connections and answers.
+#[cfg(test)]
+mod sim {
+    use super::*;
+    use crate::batch::{BatchBuilder, Compression, Record};
+    use bytes::BytesMut;
+    use proptest::prelude::*;
+
+    /// What the broker knows about our producer on this partition (ProducerStateEntry).
+    #[derive(Default)]
+    struct Broker {
+        /// (first_seq, last_seq, base_offset) of the last 5 batches.
+        retained: VecDeque<(i32, i32, i64)>,
+        log: Vec<(i32, i32)>,
+        next_offset: i64,
+    }
+
+    impl Broker {
+        fn append(&mut self, first: i32, last: i32) -> ProduceOutcome {
+            if let Some(&(_, _, base)) = self
+                .retained
+                .iter()
+                .find(|(f, l, _)| *f == first && *l == last)
+            {
+                return ProduceOutcome::Appended { base_offset: base };
+            }
+            if let Some(&(_, prev_last, _)) = self.retained.back()
+                && first != prev_last + 1
+            {
+                return ProduceOutcome::Error {
+                    code: 45,
+                    message: None,
+                };
+            }
+            let base = self.next_offset;
+            self.next_offset += i64::from(last - first + 1);
+            self.log.push((first, last));
+            self.retained.push_back((first, last, base));
+            if self.retained.len() > 5 {
+                self.retained.pop_front();
+            }
+            ProduceOutcome::Appended { base_offset: base }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Send {
+            refuse: bool,
+        },
+        Deliver {
+            answer: bool,
+        },
+        /// The broker is not (yet) the leader: it refuses the request without writing.
+        NotLeader,
+        /// The connection drops: everything still queued on it is lost unanswered.
+        Drop,
+        Wait,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            3 => Just(Step::Send { refuse: false }),
+            1 => Just(Step::Send { refuse: true }),
+            3 => Just(Step::Deliver { answer: true }),
+            1 => Just(Step::Deliver { answer: false }),
+            1 => Just(Step::Drop),
+            1 => Just(Step::NotLeader),
+            1 => Just(Step::Wait),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+        #[test]
+        fn never_out_of_order_and_exactly_once(steps in proptest::collection::vec(step(), 1..400), n in 1usize..12) {
+            let mut p = Partition::new(
+                PartitionKey::new(0, "s", 0), Arc::from("t"), 0, 1 << 20,
+                FetchSettings::default(), ProduceSettings { retry_backoff_ms: 0, ..ProduceSettings::default() },
+            );
+            p.needs_source_leader = false;
+            p.needs_target_leader = false;
+            p.set_producer(1, 0);
+            let mut rs = BytesMut::new();
+            for i in 0..n {
+                let b = BatchBuilder::new(Compression::None)
+                    .base_offset(i as i64 * 2)
+                    .push_all(&[Record::new(0, None, Some(Bytes::from("a"))), Record::new(0, None, Some(Bytes::from("b")))])
+                    .unwrap()
+                    .build()
+                    .unwrap();
+                rs.extend_from_slice(&b);
+            }
+            let budget = Rc::new(Cell::new(0));
+            let t = FrameTicket::new(1, &budget);
+            let mut st = ShardStats::default();
+            p.handle_fetch(Fetched { high_watermark: 2 * n as i64, last_stable_offset: 2 * n as i64, records: Some(rs.freeze()), ..Fetched::default() }, &t, &mut st).unwrap();
+            let mut broker = Broker::default();
+            // Requests on the wire, in order: (seq, first, last).
+            let mut wire: VecDeque<(i32, i32, i32)> = VecDeque::new();
+            let mut now = Instant::now();
+            let mut finish = steps;
+            // After the random prefix, keep going fairly until everything is acknowledged.
+            finish.extend(std::iter::repeat_n(Step::Send { refuse: false }, 1).chain(std::iter::repeat_n(Step::Deliver { answer: true }, 1)).cycle().take(20 * n + 50));
+            for s in finish {
+                match s {
+                    Step::Send { refuse } => {
+                        if let Some((seq, b)) = p.poll_send(now) {
+                            let mut whole = b.head.to_vec();
+                            whole.extend_from_slice(&b.payload);
+                            let rb = RawBatch::new(Bytes::from(whole)).unwrap();
+                            let last = rb.base_sequence() + rb.last_offset_delta();
+                            if refuse {
+                                p.handle_produced(seq, ProduceOutcome::Lost { reason: "no slot".into() }, now, &mut st).unwrap();
+                            } else {
+                                wire.push_back((seq, rb.base_sequence(), last));
+                            }
+                        }
+                    }
+                    Step::Deliver { answer } => {
+                        if let Some((seq, first, last)) = wire.pop_front() {
+                            // Out of order behind a refused batch is normal: nothing is written
+                            // and the partition resends in order. What must never happen is a
+                            // gap or a duplicate in the log, or the partition giving up.
+                            let out = broker.append(first, last);
+                            let out = if answer { out } else { ProduceOutcome::Lost { reason: "timeout".into() } };
+                            let r = p.handle_produced(seq, out, now, &mut st);
+                            prop_assert!(r.is_ok(), "{r:?} for {first}..{last} after {:?}", broker.log);
+                        }
+                    }
+                    Step::NotLeader => {
+                        if let Some((seq, _, _)) = wire.pop_front() {
+                            p.handle_produced(seq, ProduceOutcome::Error { code: 6, message: None }, now, &mut st).unwrap();
+                        }
+                    }
+                    Step::Drop => {
+                        for (seq, _, _) in wire.drain(..) {
+                            p.handle_produced(seq, ProduceOutcome::Lost { reason: "closed".into() }, now, &mut st).unwrap();
+                        }
+                    }
+                    Step::Wait => now += Duration::from_millis(10),
+                }
+                p.needs_target_leader = false;
+                now += Duration::from_millis(1);
+            }
+            prop_assert_eq!(p.next_offset(), 2 * n as i64);
+            let expected: Vec<(i32, i32)> = (0..n as i32).map(|i| (2 * i, 2 * i + 1)).collect();
+            prop_assert_eq!(broker.log, expected);
+        }
     }
 }

@@ -688,7 +688,9 @@ impl Shard {
                     .get(&(addr.clone(), flow))
                     .copied()
                     .unwrap_or(0);
-                if in_flight >= self.cfg.max_produce_requests_per_broker {
+                // Check for a free slot before any batch is taken out of its queue: a batch
+                // marked sent but never written would only cost a resend round.
+                if in_flight >= self.cfg.max_produce_requests_per_broker || !conn.has_capacity() {
                     break;
                 }
                 let mut topics: Vec<TopicBatches> = Vec::new();
@@ -707,6 +709,7 @@ impl Shard {
                     let Some((seq, pb)) = s.p.poll_send(now) else {
                         continue;
                     };
+                    tracing::trace!(shard = self.cfg.index, partition = %k, seq, "batch into request");
                     acks = s.p.produce.acks;
                     timeout_ms = s.p.produce.timeout_ms;
                     bytes += pb.len();
@@ -733,16 +736,25 @@ impl Shard {
                 });
                 let pending = match pending {
                     Ok(Some(p)) => p,
-                    Ok(None) | Err(_) => {
-                        // Could not enqueue: the batches count as lost and will be resent.
-                        let err = WireError::Closed {
-                            broker: addr.clone(),
-                            reason: "no room to send".to_string(),
+                    other => {
+                        // Could not enqueue: the batches were not sent; they will be resent.
+                        let err = match other {
+                            Err(e) => e,
+                            _ => WireError::Closed {
+                                broker: addr.clone(),
+                                reason: "every in-flight slot of the connection is taken"
+                                    .to_string(),
+                            },
                         };
                         self.on_produce_result(&addr, sent, Err(err), now);
                         break;
                     }
                 };
+                tracing::trace!(
+                    shard = self.cfg.index,
+                    batches = sent.len(),
+                    "produce request enqueued"
+                );
                 self.stats.produce_requests += 1;
                 *self.producing.entry((addr.clone(), flow)).or_default() += 1;
                 let a = addr.clone();
@@ -1008,6 +1020,7 @@ impl Shard {
         }
         let mut failures = Vec::new();
         for (k, seq, outcome) in outcomes {
+            tracing::trace!(shard = self.cfg.index, partition = %k, seq, ?outcome, "produce outcome");
             let Some(s) = self.slots.get_mut(&k) else {
                 continue;
             };
