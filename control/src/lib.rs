@@ -11,5 +11,6 @@ pub mod offsets;
 pub mod plan;
 pub mod policy;
 pub mod progress;
+pub mod recover;
 pub mod replicate;
 pub mod translate;
