@@ -149,6 +149,7 @@ fn strait_run(config: &Path) -> String {
         .arg(config)
         .args(["--until-caught-up", "--shards", "2"])
         .env("RUST_LOG", "info,strait_control::translate=debug")
+        .env("NO_COLOR", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
