@@ -5,9 +5,12 @@
 pub mod cluster;
 pub mod config;
 pub mod filter;
+pub mod heartbeat;
 pub mod internal;
+pub mod migrate;
 pub mod offsets;
 pub mod plan;
 pub mod policy;
 pub mod progress;
 pub mod replicate;
+pub mod topics;

@@ -7,6 +7,9 @@
 //! - key: `{"source":"A","topic":"orders","partition":3}`
 //! - value: `{"next_offset":1234,"topic_id":"<32 hex digits>","time_ms":1700000000000}`
 //!
+//! The topic also holds one liveness record per flow (`crate::migrate`), which the import and
+//! export commands read to refuse running while replication is active.
+//!
 //! `next_offset` is the first offset *not* yet replicated (MM2's Connect offsets store the last
 //! replicated one; import and export convert).
 
@@ -71,6 +74,10 @@ pub fn decode(
     key: &[u8],
     value: Option<&[u8]>,
 ) -> Result<Option<(TopicPartition, Option<Entry>)>, String> {
+    // Running instances keep their liveness records in this topic too (see `migrate`).
+    if crate::migrate::is_liveness_key(key) {
+        return Ok(None);
+    }
     let k: Key<'_> = serde_json::from_slice(key).map_err(|e| format!("bad progress key: {e}"))?;
     if k.source != source {
         return Ok(None);
