@@ -42,6 +42,34 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Move progress between MirrorMaker 2 and strait.
+    Offsets {
+        #[command(subcommand)]
+        command: OffsetsCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum OffsetsCommand {
+    /// Seed strait's progress from MM2's (`mm2-offsets.<source>.internal` on the target), so
+    /// that switching from MM2 to strait copies nothing twice. Refuses while MM2 or strait
+    /// replicates the flow (exit status 4).
+    ImportMm2 {
+        #[arg(long)]
+        config: PathBuf,
+        /// Only this flow (`source->target`); default every enabled flow.
+        #[arg(long)]
+        flow: Option<String>,
+    },
+    /// Write strait's progress into MM2's offsets topic, so that MM2 resumes where strait
+    /// stopped. Refuses while MM2 or strait replicates the flow (exit status 4).
+    ExportMm2 {
+        #[arg(long)]
+        config: PathBuf,
+        /// Only this flow (`source->target`); default every enabled flow.
+        #[arg(long)]
+        flow: Option<String>,
+    },
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -68,6 +96,19 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             } else {
                 ExitCode::SUCCESS
+            }
+        }
+        Command::Offsets { command } => {
+            let (config, flow, export) = match command {
+                OffsetsCommand::ImportMm2 { config, flow } => (config, flow, false),
+                OffsetsCommand::ExportMm2 { config, flow } => (config, flow, true),
+            };
+            match migrate(config, flow, export) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("strait: {e:#}");
+                    ExitCode::from(3)
+                }
             }
         }
         Command::Run {
@@ -132,6 +173,10 @@ fn run(
         );
         return Ok(ExitCode::from(1));
     }
+    let (heartbeats, hb_warnings) = strait_control::heartbeat::plans(&cfg);
+    for w in hb_warnings {
+        tracing::warn!("{w}");
+    }
     let opts = RunOptions {
         backend: selection.backend,
         shards,
@@ -139,6 +184,7 @@ fn run(
         until_caught_up,
         progress_flush_ms: 1_000,
         reset_lost_positions: cfg.strait.on_lost_position.value == OnLostPosition::Earliest,
+        heartbeats,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -164,6 +210,72 @@ fn run(
         }
         Ok(ExitCode::from(2))
     }
+}
+
+/// `strait offsets import-mm2` / `export-mm2`: exit 0 when done, 1 for config or usage
+/// errors, 3 for cluster errors, 4 when replication is active.
+fn migrate(path: PathBuf, flow: Option<String>, export: bool) -> anyhow::Result<ExitCode> {
+    use strait_control::migrate::{self, MigrateError};
+    let cfg = match config::load(&path) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let flows: Vec<&config::FlowConfig> = match &flow {
+        None => cfg.enabled_flows().collect(),
+        Some(name) => {
+            let Some((s, t)) = name.split_once("->") else {
+                eprintln!("strait: --flow takes source->target, not `{name}`");
+                return Ok(ExitCode::from(1));
+            };
+            match cfg.flow(s.trim(), t.trim()) {
+                Some(f) if f.enabled.value => vec![f],
+                _ => {
+                    eprintln!("strait: {} has no enabled flow {name}", path.display());
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+    };
+    if flows.is_empty() {
+        eprintln!("strait: no flow is enabled in {}", path.display());
+        return Ok(ExitCode::from(1));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    let mut code = ExitCode::SUCCESS;
+    for f in flows {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let result = rt.block_on(async {
+            if export {
+                migrate::export_mm2(&cfg, f, now).await
+            } else {
+                migrate::import_mm2(&cfg, f, now).await
+            }
+        });
+        match result {
+            Ok(report) => {
+                for l in &report.lines {
+                    println!("{l}");
+                }
+            }
+            Err(e @ MigrateError::Active { .. }) => {
+                eprintln!("strait: {e}");
+                code = ExitCode::from(4);
+            }
+            Err(e) => {
+                eprintln!("strait: {e}");
+                code = ExitCode::from(3);
+            }
+        }
+    }
+    Ok(code)
 }
 
 async fn shutdown_signal() {
