@@ -247,12 +247,14 @@ fn migrate(path: PathBuf, flow: Option<String>, export: bool) -> anyhow::Result<
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
+    // The admin client's connections run as local tasks.
+    let local = tokio::task::LocalSet::new();
     let mut code = ExitCode::SUCCESS;
     for f in flows {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        let result = rt.block_on(async {
+        let result = local.block_on(&rt, async {
             if export {
                 migrate::export_mm2(&cfg, f, now).await
             } else {

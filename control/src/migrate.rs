@@ -297,10 +297,12 @@ async fn active_replication(
         )));
     }
     let group = mm2_worker_group(&flow.source);
-    let groups = target
-        .describe_groups(std::slice::from_ref(&group))
-        .await
-        .map_err(err("describing MM2's worker group"))?;
+    let groups = match target.describe_groups(std::slice::from_ref(&group)).await {
+        Ok(g) => g,
+        // Kafka 4's group coordinator answers so for a group that never existed.
+        Err(e) if e.is(kafka_protocol::ResponseError::GroupIdNotFound) => Vec::new(),
+        Err(e) => return Err(err("describing MM2's worker group")(e)),
+    };
     if let Some(g) = groups.iter().find(|g| g.members > 0) {
         return Ok(Some(format!(
             "MirrorMaker 2 is running: its worker group {group} on {} has {} member(s) (state {}); stop MM2 first",
