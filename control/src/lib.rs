@@ -2,6 +2,7 @@
 //! topic management, offset translation, heartbeats, progress, the REST API and metrics.
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod cluster;
 pub mod config;
 pub mod filter;

@@ -231,23 +231,12 @@ pub async fn ensure_compacted_topic(
     if md.topics.contains_key(topic) {
         return Ok(());
     }
-    let res = cluster
-        .create_topics(
-            &[NewTopic {
-                name: topic.to_string(),
-                partitions: 1,
-                replication_factor,
-                configs: vec![("cleanup.policy".into(), "compact".into())],
-            }],
-            30_000,
-        )
-        .await?;
-    for (_, r) in res {
-        match r {
-            Ok(()) => {}
-            Err(e) if e.is(kafka_protocol::ResponseError::TopicAlreadyExists) => {}
-            Err(e) => return Err(e),
-        }
+    let topic_spec = NewTopic::new(topic, 1)
+        .replication_factor(replication_factor)
+        .config("cleanup.policy", "compact");
+    match cluster.create_topic(topic_spec, 30_000).await {
+        Err(e) if !e.is(kafka_protocol::ResponseError::TopicAlreadyExists) => return Err(e),
+        _ => {}
     }
     // Wait until the new topic has a leader.
     cluster.refresh_metadata(Some(&[topic])).await?;

@@ -178,23 +178,27 @@ pub fn unique(prefix: &str) -> String {
 /// Runs one of Kafka's CLI tools through `scripts/kafka-tool`, feeding `stdin`.
 pub fn kafka_tool(name: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut cmd = Command::new(repo_root().join("scripts/kafka-tool"));
-    cmd.arg(name)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.arg(name).args(args);
+    run_with_stdin(cmd, stdin)
+}
+
+/// Runs `cmd` with `stdin` fed to it (or no stdin), capturing stdout and stderr.
+pub fn run_with_stdin(mut cmd: Command, stdin: Option<&[u8]>) -> Output {
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = cmd
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot run scripts/kafka-tool {name}: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     if let Some(data) = stdin {
         let mut si = child.stdin.take().expect("piped stdin");
-        si.write_all(data).expect("write to tool stdin");
+        si.write_all(data).expect("write to stdin");
     }
-    child.wait_with_output().expect("tool runs")
+    child.wait_with_output().expect("the command runs")
 }
 
 /// Like [`kafka_tool`] but panics with the tool's stderr when it fails.

@@ -172,19 +172,8 @@ fn groups_and_committed_offsets() {
     on_each_backend(|backend| async move {
         let c = cluster(tb.source(), tb.plaintext(), backend);
         let topic = unique("groups");
-        c.create_topics(
-            &[NewTopic {
-                name: topic.clone(),
-                partitions: 1,
-                replication_factor: -1,
-                configs: vec![],
-            }],
-            30_000,
-        )
-        .await
-        .unwrap()[0]
-            .1
-            .as_ref()
+        c.create_topic(NewTopic::new(&topic, 1), 30_000)
+            .await
             .unwrap();
         let lines: String = (0..20).map(|i| format!("r{i}\n")).collect();
         kafka_tool_ok(

@@ -176,6 +176,28 @@ pub struct NewTopic {
     pub configs: Vec<(String, String)>,
 }
 
+impl NewTopic {
+    /// A topic with the broker's default replication factor and no config overrides.
+    pub fn new(name: impl Into<String>, partitions: i32) -> Self {
+        NewTopic {
+            name: name.into(),
+            partitions,
+            replication_factor: -1,
+            configs: Vec::new(),
+        }
+    }
+
+    pub fn replication_factor(mut self, rf: i16) -> Self {
+        self.replication_factor = rf;
+        self
+    }
+
+    pub fn config(mut self, key: &str, value: &str) -> Self {
+        self.configs.push((key.to_string(), value.to_string()));
+        self
+    }
+}
+
 /// Where a config value comes from (`DescribeConfigs` `config_source`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigSource {
@@ -740,6 +762,22 @@ impl Cluster {
                 (name, r)
             })
             .collect())
+    }
+
+    /// Creates one topic; `TopicAlreadyExists` is an error like any other.
+    pub async fn create_topic(&self, topic: NewTopic, timeout_ms: i32) -> Result<()> {
+        let name = topic.name.clone();
+        self.create_topics(std::slice::from_ref(&topic), timeout_ms)
+            .await?
+            .into_iter()
+            .next()
+            .map(|(_, r)| r)
+            .unwrap_or_else(|| {
+                Err(ClusterError::Invalid {
+                    context: Box::new(self.ctx("CreateTopics").topic(&name)),
+                    message: "the response does not mention the topic".into(),
+                })
+            })
     }
 
     /// Grows a topic to `count` partitions.
