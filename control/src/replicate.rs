@@ -567,7 +567,12 @@ async fn apply_event(
         ShardEvent::Revoked {
             key, next_offset, ..
         } => {
-            if let Some(st) = parts.get_mut(&key) {
+            // Control revokes a partition that stopped (its state is failed) or vanished (its
+            // state is gone); a running state under the same key is a newer assignment, which
+            // this event must not touch.
+            if let Some(st) = parts.get_mut(&key)
+                && st.failed.is_some()
+            {
                 st.next_offset = next_offset;
             }
         }

@@ -652,23 +652,7 @@ fn recreated_topic_stops_or_restarts_from_earliest() {
     let old_id = a.topic_id(&t);
 
     delete_topic(&a, &t);
-    // Creating it again can race the deletion's completion.
-    wait_for(
-        "the topic to be created again",
-        Duration::from_secs(30),
-        || {
-            a.block(a.cluster.create_topics(
-                &[NewTopic {
-                    name: t.clone(),
-                    partitions: 1,
-                    replication_factor: -1,
-                    configs: vec![],
-                }],
-                30_000,
-            ))
-            .is_ok_and(|r| r.iter().all(|(_, r)| r.is_ok()))
-        },
-    );
+    create_again(&a, &t);
     assert_ne!(a.topic_id(&t), old_id);
     a.produce(&t, 0, &values("new-", 0..5));
 
@@ -695,6 +679,109 @@ fn recreated_topic_stops_or_restarts_from_earliest() {
     let (status, log) = until_caught_up(&cfg);
     assert!(status.success(), "{log}");
     assert_eq!(b.count(&rt), 15);
+}
+
+/// Creates `topic` with one partition on `admin`, retrying while a deletion of the same name
+/// completes.
+fn create_again(admin: &Admin, topic: &str) {
+    wait_for(
+        "the topic to be created again",
+        Duration::from_secs(30),
+        || {
+            admin
+                .block(admin.cluster.create_topics(
+                    &[NewTopic {
+                        name: topic.to_string(),
+                        partitions: 1,
+                        replication_factor: -1,
+                        configs: vec![],
+                    }],
+                    30_000,
+                ))
+                .is_ok_and(|r| r.iter().all(|(_, r)| r.is_ok()))
+        },
+    );
+}
+
+#[test]
+fn recreated_while_running_stops_only_that_partition() {
+    recreated_while_running(false);
+}
+
+#[test]
+fn recreated_while_running_restarts_from_earliest_when_asked() {
+    recreated_while_running(true);
+}
+
+fn recreated_while_running(reset: bool) {
+    let (a, b) = (Admin::source(), Admin::target());
+    let (sa, sb) = aliases();
+    let tag = unique("cprrun");
+    let (victim, bystander) = (format!("{tag}-v"), format!("{tag}-b"));
+    let (rv, rb) = (format!("{sa}.{victim}"), format!("{sa}.{bystander}"));
+    a.create_topic(&victim, 1, &[]);
+    a.create_topic(&bystander, 1, &[]);
+    a.produce(&victim, 0, &values("old-", 0..10));
+    a.produce(&bystander, 0, &values("b-", 0..10));
+    let extra = if reset {
+        "refresh.topics.interval.seconds = 1\nstrait.on.lost.position = earliest"
+    } else {
+        "refresh.topics.interval.seconds = 1"
+    };
+    let cfg = one_way(&sa, &sb, &format!("{tag}-.*"), extra);
+    let s = Strait::start(&cfg);
+    wait_for_or(
+        "the first records",
+        Duration::from_secs(30),
+        || b.count(&rv) == 10 && b.count(&rb) == 10,
+        || s.log(),
+    );
+    delete_topic(&a, &victim);
+    create_again(&a, &victim);
+    a.produce(&victim, 0, &values("new-", 0..3));
+    // Several discovery intervals; the other partition keeps replicating.
+    std::thread::sleep(Duration::from_secs(3));
+    a.produce(&bystander, 0, &values("b-", 10..15));
+    wait_for_or(
+        "the other topic",
+        Duration::from_secs(30),
+        || b.count(&rb) == 15,
+        || s.log(),
+    );
+    let mut old_and_new = values("old-", 0..10);
+    old_and_new.extend(values("new-", 0..3));
+    if reset {
+        wait_for_or(
+            "the new topic's records",
+            Duration::from_secs(30),
+            || b.count(&rv) == 13,
+            || s.log(),
+        );
+    }
+    let (status, log) = s.stop();
+    if reset {
+        assert!(status.success(), "{log}");
+        assert!(
+            log.contains("RESTARTING FROM THE EARLIEST OFFSET 0"),
+            "{log}"
+        );
+        assert_eq!(b.values(&rv)[&0], old_and_new);
+    } else {
+        assert_eq!(status.code(), Some(2), "{log}");
+        assert!(
+            log.contains(&format!("partition {victim}-0 stopped")),
+            "{log}"
+        );
+        // Discovery sees the new topic id (or, if the shard fetched from the new topic before
+        // discovery ran, its position is past the new log's end).
+        assert!(
+            log.contains("was recreated") || log.contains("out of range"),
+            "{log}"
+        );
+        // Nothing of the new topic was copied on top of the old one.
+        assert_eq!(b.values(&rv)[&0], values("old-", 0..10));
+    }
+    assert_eq!(b.values(&rb), a.values(&bystander));
 }
 
 #[test]
