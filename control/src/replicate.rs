@@ -98,6 +98,11 @@ pub(crate) struct PartitionState {
     /// `--until-caught-up`: the source end at start.
     target_end: i64,
     failed: Option<String>,
+    /// `shard` holds the partition (an Assign was sent and no Revoke since).
+    assigned: bool,
+    /// The source topic disappeared: the shard holds the partition paused, so that the topic
+    /// coming back continues the same slot (and its producer sequence) with a Seek.
+    vanished: bool,
 }
 
 pub(crate) struct FlowRuntime {
@@ -373,8 +378,43 @@ fn apply_topic_changes(
     for change in changes {
         match change {
             TopicChange::Start(np) => {
+                let start = np.assignment.start_offset;
+                // A partition its shard still holds (its topic vanished and came back): reuse
+                // the slot. A new slot on the same shard would restart the producer's sequence
+                // numbers for the target partition, which the broker refuses.
+                if let Some(st) = parts.get_mut(&np.key)
+                    && st.assigned
+                {
+                    let shard = st.shard;
+                    match np.failed {
+                        None => {
+                            send(shard, ShardCommand::Seek(np.key.clone(), start))?;
+                            send(
+                                shard,
+                                ShardCommand::SetMaxMessageBytes(
+                                    np.key.clone(),
+                                    np.assignment.max_message_bytes,
+                                ),
+                            )?;
+                            if st.vanished {
+                                send(shard, ShardCommand::Resume(np.key.clone()))?;
+                            }
+                        }
+                        Some(_) => {
+                            send(shard, ShardCommand::Revoke(np.key.clone()))?;
+                            st.assigned = false;
+                        }
+                    }
+                    st.topic_id = np.topic_id;
+                    st.next_offset = start;
+                    st.target_end = np.end_offset;
+                    st.failed = np.failed;
+                    st.vanished = false;
+                    continue;
+                }
                 let shard = (0..load.len()).min_by_key(|&i| load[i]).unwrap_or(0);
-                if np.failed.is_none() {
+                let assigned = np.failed.is_none();
+                if assigned {
                     load[shard] += 1;
                     send(shard, ShardCommand::Assign(Box::new(np.assignment.clone())))?;
                 }
@@ -384,9 +424,11 @@ fn apply_topic_changes(
                         shard,
                         flow: np.key.flow,
                         topic_id: np.topic_id,
-                        next_offset: np.assignment.start_offset,
+                        next_offset: start,
                         target_end: np.end_offset,
                         failed: np.failed,
+                        assigned,
+                        vanished: false,
                     },
                 );
             }
@@ -399,10 +441,15 @@ fn apply_topic_changes(
                 let Some(st) = parts.get_mut(&key) else {
                     continue;
                 };
-                if st.failed.is_some() {
+                // Already restarted on the new topic (after the shard lost its position).
+                if st.topic_id == new_topic_id {
                     continue;
                 }
                 if opts.reset_lost_positions {
+                    if !st.assigned {
+                        continue;
+                    }
+                    st.failed = None;
                     tracing::warn!(partition = %key, "{message}; RESTARTING FROM THE EARLIEST OFFSET {log_start} (strait.on.lost.position=earliest): records may be skipped or copied again");
                     send(st.shard, ShardCommand::Seek(key.clone(), log_start))?;
                     st.topic_id = new_topic_id;
@@ -416,25 +463,29 @@ fn apply_topic_changes(
                             },
                         );
                     }
-                } else {
+                } else if st.failed.is_none() {
                     let error = format!(
                         "{message}; the partition is stopped (set strait.on.lost.position=earliest to restart it from the earliest offset)"
                     );
                     tracing::error!(partition = %key, "{error}");
                     send(st.shard, ShardCommand::Revoke(key.clone()))?;
+                    st.assigned = false;
                     st.failed = Some(error);
                 }
             }
-            TopicChange::Vanished { key } => {
-                if let Some(st) = parts.remove(&key)
-                    && st.failed.is_none()
-                {
-                    send(st.shard, ShardCommand::Revoke(key))?;
+            TopicChange::Vanished { key } => match parts.get_mut(&key) {
+                Some(st) if st.assigned => {
+                    send(st.shard, ShardCommand::Pause(key))?;
+                    st.vanished = true;
                 }
-            }
+                Some(_) => {
+                    parts.remove(&key);
+                }
+                None => {}
+            },
             TopicChange::MaxMessageBytes { key, bytes } => {
                 if let Some(st) = parts.get(&key)
-                    && st.failed.is_none()
+                    && st.assigned
                 {
                     send(st.shard, ShardCommand::SetMaxMessageBytes(key, bytes))?;
                 }
@@ -465,15 +516,7 @@ async fn control_loop(
             }
             _ = tick.tick() => {}
         }
-        loop {
-            match ev_rx.try_recv() {
-                Ok(ev) => apply_event(ev, flows, parts, &mut stats, shards, opts).await,
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => {
-                    return Err(RunError::Setup("every shard stopped".into()));
-                }
-            }
-        }
+        drain_events(ev_rx, flows, parts, &mut stats, shards, opts).await?;
         if last_flush.elapsed() >= Duration::from_millis(opts.progress_flush_ms) {
             last_flush = Instant::now();
             for f in flows.iter_mut() {
@@ -494,14 +537,39 @@ async fn control_loop(
                 changes.extend(c);
             }
         }
+        if !changes.is_empty() {
+            // What the shards reported while the duties ran predates these changes: a failure
+            // that a change resolves (a restart on a recreated topic) must come first.
+            drain_events(ev_rx, flows, parts, &mut stats, shards, opts).await?;
+        }
         apply_topic_changes(changes, flows, shards, parts, opts)?;
         if opts.until_caught_up
             && parts
                 .values()
-                .all(|p| p.failed.is_some() || p.next_offset >= p.target_end)
+                .all(|p| p.failed.is_some() || p.vanished || p.next_offset >= p.target_end)
         {
             tracing::info!("every partition reached the end it had at start");
             return Ok(());
+        }
+    }
+}
+
+/// Applies every event the shards have sent so far.
+async fn drain_events(
+    ev_rx: &Receiver<ShardEvent>,
+    flows: &mut [FlowRuntime],
+    parts: &mut BTreeMap<PartitionKey, PartitionState>,
+    stats: &mut HashMap<usize, ShardStats>,
+    shards: &[ShardHandle],
+    opts: &RunOptions,
+) -> Result<(), RunError> {
+    loop {
+        match ev_rx.try_recv() {
+            Ok(ev) => apply_event(ev, flows, parts, stats, shards, opts).await,
+            Err(TryRecvError::Empty) => return Ok(()),
+            Err(TryRecvError::Disconnected) => {
+                return Err(RunError::Setup("every shard stopped".into()));
+            }
         }
     }
 }
@@ -555,10 +623,18 @@ async fn apply_event(
                 true,
             ) = (&kind, opts.reset_lost_positions)
             {
-                tracing::warn!(partition = %key, "{error}; restarting from the log start {log_start_offset} (strait.on.lost.position=earliest)");
-                let _ = shards[st.shard]
-                    .commands
-                    .send(ShardCommand::Seek(key.clone(), *log_start_offset));
+                if *log_start_offset >= 0 {
+                    tracing::warn!(partition = %key, "{error}; RESTARTING FROM THE EARLIEST OFFSET {log_start_offset} (strait.on.lost.position=earliest)");
+                    let _ = shards[st.shard]
+                        .commands
+                        .send(ShardCommand::Seek(key.clone(), *log_start_offset));
+                    st.next_offset = *log_start_offset;
+                    return;
+                }
+                // No log start: the partition is being deleted (and perhaps created again).
+                // Topic discovery restarts it when the topic is back, with its new id.
+                tracing::error!(partition = %key, "{error}; the source partition is being deleted: it restarts when topic discovery sees the topic again");
+                st.failed = Some(error);
                 return;
             }
             tracing::error!(partition = %key, "{error}");
@@ -567,11 +643,10 @@ async fn apply_event(
         ShardEvent::Revoked {
             key, next_offset, ..
         } => {
-            // Control revokes a partition that stopped (its state is failed) or vanished (its
-            // state is gone); a running state under the same key is a newer assignment, which
-            // this event must not touch.
+            // Only control revokes, and it marks the state unassigned when it does; an assigned
+            // state under the same key is a newer assignment, which this event must not touch.
             if let Some(st) = parts.get_mut(&key)
-                && st.failed.is_some()
+                && !st.assigned
             {
                 st.next_offset = next_offset;
             }

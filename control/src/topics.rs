@@ -465,6 +465,8 @@ pub struct TopicSync {
     acls: Every,
     acl_source_unsecured_logged: bool,
     acl_target_unsecured_logged: bool,
+    /// A discovery pass completed.
+    discovered: bool,
 }
 
 fn max_message_bytes(entries: Option<&Vec<ConfigEntry>>) -> usize {
@@ -505,6 +507,7 @@ impl TopicSync {
             ),
             acl_source_unsecured_logged: false,
             acl_target_unsecured_logged: false,
+            discovered: false,
         }
     }
 
@@ -690,14 +693,31 @@ impl TopicSync {
             .collect();
         new_remotes.sort();
         new_remotes.dedup();
-        let described = self
-            .describe(io.target, &new_remotes)
-            .await
-            .map_err(io.err("describing remote topic configs"))?;
+        // Nothing below may fail the pass: the changes above are already decided.
+        let described = match self.describe(io.target, &new_remotes).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(flow = %io.flow(), "cannot read the new remote topics' configs, assuming the default max.message.bytes until the next config pass: {e}");
+                BTreeMap::new()
+            }
+        };
 
+        // The first pass fails the run when a partition's offsets cannot be read; later passes
+        // leave the partition for the next one.
+        let mut ready = Vec::with_capacity(to_start.len());
         for (t, p) in to_start {
+            match offsets(&TopicPartition::new(&t.name, p)) {
+                Ok(range) => ready.push((t, p, range)),
+                Err(e) if self.discovered => {
+                    tracing::warn!("{e}; retrying at the next discovery");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.discovered = true;
+
+        for (t, p, (lo, hi)) in ready {
             let tp = TopicPartition::new(&t.name, p);
-            let (lo, hi) = offsets(&tp)?;
             let remote = (plan.remote_name)(&t.name);
             let known = self
                 .known
