@@ -1,2 +1,461 @@
+//! `strait-bench`: produce, consume, run a scenario against strait and MirrorMaker 2, and
+//! write the results table. `strait-bench help` lists the commands.
 #![forbid(unsafe_code)]
-fn main() {}
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use strait_bench::consumer::{self, ConsumeSpec, NoMonitor};
+use strait_bench::kafka::{self, now_us};
+use strait_bench::machine::{self, Machine};
+use strait_bench::payload::RecordShape;
+use strait_bench::producer::{self, ProduceSpec};
+use strait_bench::replicator::{self, CommandSpec, Tool};
+use strait_bench::run::{self, ResultFile, RunEnv};
+use strait_bench::scenario::{self, Scenario};
+use strait_bench::stats::MIB;
+use strait_dataplane::io::{IoBackend, IoChoice, select_backend};
+
+#[derive(Parser)]
+#[command(
+    name = "strait-bench",
+    about = "Load generator and strait-vs-MirrorMaker 2 harness"
+)]
+struct Cli {
+    /// IO backend of the bench's own clients: auto, uring or epoll.
+    #[arg(long, global = true, default_value = "auto")]
+    io: String,
+    /// Source cluster bootstrap (default: the test bed's).
+    #[arg(long, global = true)]
+    source: Option<String>,
+    /// Target cluster bootstrap (default: the test bed's).
+    #[arg(long, global = true)]
+    target: Option<String>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Produce records to the source cluster, at a fixed rate or flat out.
+    Produce(ProduceArgs),
+    /// Read a topic on the target cluster and report latency and throughput.
+    Consume(ConsumeArgs),
+    /// Run a scenario against one or more replicators and write a JSON result.
+    Run(Box<RunArgs>),
+    /// Regenerate perf/RESULTS.md from the JSON results.
+    Report(ReportArgs),
+}
+
+#[derive(Args, Clone)]
+struct Shape {
+    /// Records to send.
+    #[arg(long)]
+    records: Option<u64>,
+    /// Value size, bytes (at least 16: the stamp).
+    #[arg(long)]
+    value_bytes: Option<usize>,
+    /// Key size, bytes (with --keys > 0).
+    #[arg(long)]
+    key_bytes: Option<usize>,
+    /// Distinct keys; 0 = no keys.
+    #[arg(long)]
+    keys: Option<u64>,
+    /// Headers per record.
+    #[arg(long)]
+    headers: Option<usize>,
+    /// none, gzip, snappy, lz4, zstd.
+    #[arg(long)]
+    codec: Option<String>,
+    /// Batch size, uncompressed bytes.
+    #[arg(long)]
+    batch_bytes: Option<usize>,
+    /// Linger, ms (fixed-rate mode).
+    #[arg(long)]
+    linger_ms: Option<u64>,
+    /// Records per second (steady mode; `produce` without it goes flat out).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Partitions.
+    #[arg(long)]
+    partitions: Option<i32>,
+}
+
+impl Shape {
+    fn apply(&self, s: &mut Scenario) -> Result<()> {
+        if let Some(v) = self.records {
+            s.records = v;
+        }
+        if let Some(v) = self.value_bytes {
+            s.value_bytes = v;
+        }
+        if let Some(v) = self.key_bytes {
+            s.key_bytes = v;
+        }
+        if let Some(v) = self.keys {
+            s.key_cardinality = v;
+        }
+        if let Some(v) = self.headers {
+            s.headers = v;
+        }
+        if let Some(c) = &self.codec {
+            s.codec = scenario::parse_codec(c).with_context(|| format!("unknown codec {c}"))?;
+        }
+        if let Some(v) = self.batch_bytes {
+            s.batch_bytes = v;
+        }
+        if let Some(v) = self.linger_ms {
+            s.linger_ms = v;
+        }
+        if let Some(v) = self.rate {
+            s.rate = Some(v);
+        }
+        if let Some(v) = self.partitions {
+            s.partitions = v;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Args)]
+struct ProduceArgs {
+    #[arg(long)]
+    topic: String,
+    /// Create the topic first with this many partitions.
+    #[arg(long)]
+    create: bool,
+    #[command(flatten)]
+    shape: Shape,
+    /// -1 (all) or 1.
+    #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+    acks: i16,
+    /// Produce requests in flight per broker.
+    #[arg(long, default_value_t = 5)]
+    in_flight: usize,
+    /// Largest request, bytes of batches.
+    #[arg(long, default_value_t = 4 << 20)]
+    max_request_bytes: usize,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ConsumeArgs {
+    #[arg(long)]
+    topic: String,
+    #[arg(long, default_value_t = 1)]
+    partitions: i32,
+    /// Measured records to wait for.
+    #[arg(long)]
+    records: u64,
+    #[arg(long, default_value_t = 300)]
+    timeout_s: u64,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// smoke, catch-up, steady, many-partitions, codecs, small-batches.
+    #[arg(long)]
+    scenario: String,
+    /// Replicators to run, in order (comma-separated): strait, mm2.
+    #[arg(long, value_delimiter = ',', default_value = "strait,mm2")]
+    replicator: Vec<Tool>,
+    #[command(flatten)]
+    shape: Shape,
+    /// Give up on a replicator after this many seconds.
+    #[arg(long)]
+    timeout_s: Option<u64>,
+    /// Give up when no new record arrived for this many seconds after the first.
+    #[arg(long)]
+    stall_timeout_s: Option<u64>,
+    /// strait's command line; `{config}` is the generated mm2.properties.
+    #[arg(long)]
+    strait_cmd: Option<String>,
+    /// MirrorMaker 2's command line (default: scripts/kafka-tool connect-mirror-maker).
+    #[arg(long)]
+    mm2_cmd: Option<String>,
+    /// MM2 heap flags.
+    #[arg(long, default_value = "-Xms256m -Xmx1g")]
+    mm2_heap: String,
+    /// MM2 tasks.max.
+    #[arg(long, default_value_t = 2)]
+    mm2_tasks: u32,
+    /// Extra config line for one tool: `strait:key=value` or `mm2:key=value`. Repeatable.
+    #[arg(long)]
+    prop: Vec<String>,
+    /// Where to write the JSON (default perf/results/<date>-<scenario>.json).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Configs and logs (default perf/results/tmp/<run id>).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// Keep the run's topics instead of deleting them.
+    #[arg(long)]
+    keep_topics: bool,
+    /// The repository (scripts/, git commit).
+    #[arg(long)]
+    repo: Option<PathBuf>,
+    /// Exit 0 even when a replicator did not finish (the JSON says so).
+    #[arg(long)]
+    allow_incomplete: bool,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    #[arg(long, default_value = "perf/results")]
+    results: PathBuf,
+    #[arg(long, default_value = "perf/RESULTS.md")]
+    out: PathBuf,
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    if let Err(e) = real_main(cli) {
+        eprintln!("strait-bench: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn repo_default() -> PathBuf {
+    std::env::var_os("STRAIT_REPO_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+}
+
+fn real_main(cli: Cli) -> Result<()> {
+    let choice = IoChoice::parse(&cli.io).with_context(|| format!("--io {}", cli.io))?;
+    let sel = select_backend(choice).map_err(anyhow::Error::msg)?;
+    let backend = sel.backend;
+    let repo = repo_default();
+    let tb = machine::testbed_dir(&repo);
+    let source = cli
+        .source
+        .or_else(|| machine::testbed_var(&tb, "STRAIT_SOURCE_BOOTSTRAP"))
+        .unwrap_or_else(|| "127.0.0.1:19092".into());
+    let target = cli
+        .target
+        .or_else(|| machine::testbed_var(&tb, "STRAIT_TARGET_BOOTSTRAP"))
+        .unwrap_or_else(|| "127.0.0.1:29092".into());
+    match cli.cmd {
+        Cmd::Produce(a) => cmd_produce(a, &source, backend),
+        Cmd::Consume(a) => cmd_consume(a, &target, backend),
+        Cmd::Run(a) => cmd_run(*a, source, target, tb, backend),
+        Cmd::Report(a) => {
+            let n = strait_bench::report::write_results_md(&a.results, &a.out)?;
+            eprintln!("strait-bench: wrote {} ({n} scenarios)", a.out.display());
+            Ok(())
+        }
+    }
+}
+
+fn cmd_produce(a: ProduceArgs, source: &str, backend: IoBackend) -> Result<()> {
+    let mut s = Scenario::named("catch-up").expect("built-in scenario");
+    s.records = 100_000;
+    a.shape.apply(&mut s)?;
+    if a.create {
+        let admin = kafka::admin("source", source, backend)?;
+        strait_dataplane::io::block_on(backend, async {
+            kafka::create_topic(&admin, &a.topic, s.partitions, &[]).await
+        })??;
+    }
+    let spec = ProduceSpec {
+        bootstrap: source.to_string(),
+        topic: a.topic.clone(),
+        records: s.records,
+        shape: RecordShape::new(s.value_bytes, s.key_bytes, s.key_cardinality, s.headers),
+        codec: s.codec,
+        batch_bytes: s.batch_bytes,
+        linger_ms: s.linger_ms,
+        rate: a.shape.rate,
+        acks: a.acks,
+        max_in_flight: a.in_flight,
+        max_request_bytes: a.max_request_bytes,
+        warmup: false,
+        progress: true,
+        backend,
+    };
+    let r = strait_dataplane::io::block_on(backend, producer::produce(&spec, None))??;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "produced {} records ({:.1} MiB, {:.1} MiB on the wire) in {:.2} s: {:.0} records/s, {:.1} MiB/s; {} requests, {} batches; max behind schedule {} records",
+            r.records,
+            r.bytes as f64 / MIB,
+            r.wire_bytes as f64 / MIB,
+            r.secs,
+            r.records_per_s,
+            r.mib_per_s,
+            r.requests,
+            r.batches,
+            r.max_behind_records
+        );
+    }
+    Ok(())
+}
+
+fn cmd_consume(a: ConsumeArgs, target: &str, backend: IoBackend) -> Result<()> {
+    let spec = ConsumeSpec {
+        bootstrap: target.to_string(),
+        topic: a.topic,
+        partitions: a.partitions,
+        expected: a.records,
+        timeout_ms: a.timeout_s * 1000,
+        stall_timeout_ms: a.timeout_s * 1000,
+        fetch_max_bytes: 64 << 20,
+        partition_max_bytes: 1 << 20,
+        max_wait_ms: 100,
+        start_us: now_us(),
+        max_series_s: 7200,
+        backend,
+    };
+    let r = strait_dataplane::io::block_on(backend, consumer::consume(&spec, &mut NoMonitor))??;
+    let l = r.latency_summary();
+    let span = match (r.first_arrival_us, r.last_arrival_us) {
+        (Some(f), Some(l)) => (l - f) as f64 / 1e6,
+        _ => 0.0,
+    };
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "records": r.distinct, "duplicates": r.duplicates, "complete": r.complete,
+                "mib": r.bytes as f64 / MIB, "secs": span, "latency": l, "series": r.series,
+            }))?
+        );
+    } else {
+        println!(
+            "consumed {} records ({} duplicates, {:.1} MiB) over {:.2} s; latency p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms{}",
+            r.distinct,
+            r.duplicates,
+            r.bytes as f64 / MIB,
+            span,
+            l.p50_ms,
+            l.p99_ms,
+            l.p999_ms,
+            l.max_ms,
+            if r.complete {
+                ""
+            } else {
+                " (INCOMPLETE: timed out)"
+            }
+        );
+    }
+    if !r.complete {
+        bail!("only {} of {} records arrived", r.distinct, a.records);
+    }
+    Ok(())
+}
+
+fn cmd_run(
+    a: RunArgs,
+    source: String,
+    target: String,
+    testbed_dir: PathBuf,
+    backend: IoBackend,
+) -> Result<()> {
+    let mut s = Scenario::named(&a.scenario).with_context(|| {
+        format!(
+            "unknown scenario {}; known: {}",
+            a.scenario,
+            scenario::NAMES.join(", ")
+        )
+    })?;
+    a.shape.apply(&mut s)?;
+    if let Some(t) = a.timeout_s {
+        s.timeout_s = t;
+    }
+    if let Some(t) = a.stall_timeout_s {
+        s.stall_timeout_s = t;
+    }
+    let repo = a.repo.clone().unwrap_or_else(repo_default);
+    let repo = repo.canonicalize().unwrap_or(repo);
+    let id = run::run_id();
+    let work_dir = a
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| repo.join("perf/results/tmp").join(&id));
+    let env = RunEnv {
+        source,
+        target,
+        repo: repo.clone(),
+        testbed_dir,
+        work_dir,
+        backend,
+        mm2_tasks: a.mm2_tasks,
+        keep_topics: a.keep_topics,
+        progress: true,
+    };
+    let bin_dir = run::bin_dir()?;
+    let mut props: Vec<(Tool, String, String)> = Vec::new();
+    for p in &a.prop {
+        let (tool, kv) = p
+            .split_once(':')
+            .with_context(|| format!("--prop {p}: expected TOOL:key=value"))?;
+        let tool = match tool {
+            "strait" => Tool::Strait,
+            "mm2" => Tool::Mm2,
+            other => bail!("--prop {p}: unknown tool {other}"),
+        };
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--prop {p}: expected key=value"))?;
+        props.push((tool, k.trim().to_string(), v.trim().to_string()));
+    }
+    let date = run::utc_now();
+    let mut file = ResultFile {
+        scenario: s.name.clone(),
+        date: date.clone(),
+        commit: machine::commit(&repo),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: Machine::describe(),
+        params: s.clone(),
+        entries: Vec::new(),
+    };
+    let out = a.out.clone().unwrap_or_else(|| {
+        repo.join("perf/results")
+            .join(format!("{}-{}.json", &date[..10], s.name))
+    });
+    for (variant, vs) in s.variants() {
+        for &tool in &a.replicator {
+            let cmd = match tool {
+                Tool::Strait => a.strait_cmd.as_deref().map(CommandSpec::parse),
+                Tool::Mm2 => a.mm2_cmd.as_deref().map(CommandSpec::parse),
+            }
+            .transpose()?
+            .unwrap_or_else(|| replicator::default_command(tool, &repo, &bin_dir, &a.mm2_heap));
+            let extra: Vec<(String, String)> = props
+                .iter()
+                .filter(|(t, _, _)| *t == tool)
+                .map(|(_, k, v)| (k.clone(), v.clone()))
+                .collect();
+            let entry = run::run_one(&vs, &variant, tool, &cmd, &extra, &env)?;
+            println!("{}", run::summary(&entry));
+            file.entries.push(entry);
+            // Written after every entry, so an interrupted scenario keeps what it measured.
+            run::write_result(&file, &out)?;
+        }
+    }
+    eprintln!("strait-bench: wrote {}", out.display());
+    let incomplete: Vec<String> = file
+        .entries
+        .iter()
+        .filter(|e| !e.complete)
+        .map(|e| format!("{} [{}]", e.tool.name(), e.variant))
+        .collect();
+    if !incomplete.is_empty() && !a.allow_incomplete {
+        bail!("incomplete runs: {}", incomplete.join(", "));
+    }
+    Ok(())
+}

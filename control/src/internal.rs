@@ -17,13 +17,14 @@ use strait_dataplane::wire::produce::{PartitionBatch, TopicBatches, encode_produ
 
 use crate::cluster::{Cluster, ClusterError, Context, IsolationLevel, OffsetSpec, TopicPartition};
 
-/// A record read back from an internal topic.
+/// A record read back from a topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRecord {
     pub offset: i64,
     pub timestamp: i64,
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
+    pub headers: Vec<strait_dataplane::batch::RecordHeader>,
 }
 
 /// Bound on what one internal-topic read may decompress per batch.
@@ -129,27 +130,51 @@ pub async fn read_to_end(
     let starts = cluster
         .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Earliest, isolation)
         .await;
-    let mut position = starts.into_values().next().transpose()?.unwrap_or(0);
+    let start = starts.into_values().next().transpose()?.unwrap_or(0);
+    read_range(cluster, &tp, start, end, isolation, |r| {
+        each(r);
+        true
+    })
+    .await?;
+    Ok(end)
+}
+
+/// Reads records of `tp` with offsets in `from..end`, in order, skipping control batches and,
+/// under read_committed, aborted transactions (what a consumer, and the data plane, would see).
+/// `each` returns false to stop early. Returns the offset after the last record delivered, or
+/// where the read stopped.
+pub async fn read_range(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    from: i64,
+    end: i64,
+    isolation: IsolationLevel,
+    mut each: impl FnMut(StoredRecord) -> bool,
+) -> Result<i64, ClusterError> {
+    let mut position = from;
     while position < end {
-        let (records, next) = fetch_once(cluster, &tp, position, isolation).await?;
+        let (records, next) = fetch_once(cluster, tp, position, isolation).await?;
         for r in records {
             if r.offset >= position && r.offset < end {
-                each(r);
+                let offset = r.offset;
+                if !each(r) {
+                    return Ok(offset + 1);
+                }
             }
         }
         if next <= position {
             return Err(ClusterError::Invalid {
                 context: Box::new(
                     Context::new(cluster.alias(), "Fetch")
-                        .topic(topic)
-                        .partition(partition),
+                        .topic(&tp.topic)
+                        .partition(tp.partition),
                 ),
                 message: format!("no progress reading at offset {position} (end {end})"),
             });
         }
         position = next;
     }
-    Ok(end)
+    Ok(position.min(end))
 }
 
 /// One fetch at `offset`: the records and the next offset to read.
@@ -247,6 +272,7 @@ async fn fetch_once(
                         timestamp: r.timestamp,
                         key: r.key,
                         value: r.value,
+                        headers: r.headers,
                     });
                 }
             }

@@ -13,5 +13,6 @@ pub mod offsets;
 pub mod plan;
 pub mod policy;
 pub mod progress;
+pub mod recover;
 pub mod replicate;
 pub mod topics;

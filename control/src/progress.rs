@@ -5,7 +5,12 @@
 //!
 //! Record layout (JSON, compact, fixed field order, so compaction keys are stable):
 //! - key: `{"source":"A","topic":"orders","partition":3}`
-//! - value: `{"next_offset":1234,"topic_id":"<32 hex digits>","time_ms":1700000000000}`
+//! - value: `{"next_offset":1234,"topic_id":"<32 hex digits>","time_ms":1700000000000,"target_offset":987}`
+//!
+//! `target_offset` is where the target partition's log ended when `next_offset` was stored (-1
+//! when unknown). After a crash, the target may hold records written after the last store;
+//! comparing its end with `target_offset` tells how many, so a restart can skip exactly those
+//! instead of copying them again.
 //!
 //! The topic also holds one liveness record per flow (`crate::migrate`), which the import and
 //! export commands read to refuse running while replication is active.
@@ -33,6 +38,8 @@ pub struct Entry {
     pub next_offset: i64,
     /// The source topic's id when the offset was stored; a recreated topic has another.
     pub topic_id: [u8; 16],
+    /// The target partition's log end matching `next_offset`, -1 when unknown.
+    pub target_offset: i64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -47,6 +54,12 @@ struct Value {
     next_offset: i64,
     topic_id: String,
     time_ms: i64,
+    #[serde(default = "unknown_offset")]
+    target_offset: i64,
+}
+
+fn unknown_offset() -> i64 {
+    -1
 }
 
 pub fn encode_key(source: &str, tp: &TopicPartition) -> Vec<u8> {
@@ -63,6 +76,7 @@ pub fn encode_value(entry: &Entry, time_ms: i64) -> Vec<u8> {
         next_offset: entry.next_offset,
         topic_id: hex(&entry.topic_id),
         time_ms,
+        target_offset: entry.target_offset,
     })
     .expect("plain structs serialize")
 }
@@ -94,6 +108,7 @@ pub fn decode(
         Some(Entry {
             next_offset: v.next_offset,
             topic_id,
+            target_offset: v.target_offset,
         }),
     )))
 }
@@ -238,9 +253,7 @@ pub async fn ensure_compacted_topic(
         Err(e) if !e.is(kafka_protocol::ResponseError::TopicAlreadyExists) => return Err(e),
         _ => {}
     }
-    // Wait until the new topic has a leader.
-    cluster.refresh_metadata(Some(&[topic])).await?;
-    Ok(())
+    cluster.wait_for_leaders(topic, 30_000).await
 }
 
 #[cfg(test)]
@@ -258,11 +271,22 @@ mod tests {
         let e = Entry {
             next_offset: 42,
             topic_id: [0xab; 16],
+            target_offset: 40,
         };
         assert_eq!(
             String::from_utf8(encode_value(&e, 7)).unwrap(),
-            r#"{"next_offset":42,"topic_id":"abababababababababababababababab","time_ms":7}"#
+            r#"{"next_offset":42,"topic_id":"abababababababababababababababab","time_ms":7,"target_offset":40}"#
         );
+        // Values written before target_offset existed still read.
+        let old =
+            br#"{"next_offset":42,"topic_id":"abababababababababababababababab","time_ms":7}"#;
+        let tp = TopicPartition::new("orders", 3);
+        let got = decode("A", &encode_key("A", &tp), Some(old))
+            .unwrap()
+            .unwrap()
+            .1
+            .unwrap();
+        assert_eq!(got.target_offset, -1);
     }
 
     #[test]
@@ -286,9 +310,9 @@ mod tests {
 
     proptest! {
         #[test]
-        fn round_trip(source in "[A-Za-z0-9_-]{1,10}", topic in "[a-zA-Z0-9._-]{1,40}", partition in 0i32..10_000, next in any::<i64>(), id in any::<[u8; 16]>()) {
+        fn round_trip(source in "[A-Za-z0-9_-]{1,10}", topic in "[a-zA-Z0-9._-]{1,40}", partition in 0i32..10_000, next in any::<i64>(), id in any::<[u8; 16]>(), target in any::<i64>()) {
             let tp = TopicPartition::new(topic, partition);
-            let e = Entry { next_offset: next, topic_id: id };
+            let e = Entry { next_offset: next, topic_id: id, target_offset: target };
             let got = decode(&source, &encode_key(&source, &tp), Some(&encode_value(&e, 1))).unwrap();
             prop_assert_eq!(got, Some((tp, Some(e))));
         }

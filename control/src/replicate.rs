@@ -599,6 +599,7 @@ async fn apply_event(
                             progress::Entry {
                                 next_offset: p.next_offset,
                                 topic_id: st.topic_id,
+                                target_offset: p.target_next_offset,
                             },
                         );
                     }

@@ -14,6 +14,9 @@ use strait_dataplane::wire::{
     ConnConfig, SaslConfig, SaslMechanism, Secret, SecurityProtocol, TlsConfig, TrustStore,
 };
 
+pub mod log;
+pub mod strait;
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -281,21 +284,50 @@ impl JavaProgram {
         }
     }
 
-    /// Runs the program through `scripts/kafka-tool kafka-run-class`; panics with its stderr
-    /// if it fails. Returns stdout.
-    pub fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> String {
+    fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(repo_root().join("scripts/kafka-tool"));
         cmd.arg("kafka-run-class")
             .arg(&self.class)
             .args(args)
             .env("STRAIT_EXTRA_CLASSPATH", &self.classes_dir)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Starts the program without waiting for it (stdin closed); finish it with
+    /// [`JavaProgram::finish`].
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        self.command(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("kafka-run-class starts")
+    }
+
+    /// Waits for a program started with [`JavaProgram::spawn`]; panics with its stderr if it
+    /// failed. Returns stdout.
+    pub fn finish(&self, child: std::process::Child) -> String {
+        let out = child.wait_with_output().expect("program runs");
+        if !out.status.success() {
+            panic!(
+                "java {} failed ({}):\n{}",
+                self.class,
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs the program through `scripts/kafka-tool kafka-run-class`; panics with its stderr
+    /// if it fails. Returns stdout.
+    pub fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> String {
+        let mut cmd = self.command(args);
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
         let mut child = cmd.spawn().expect("kafka-run-class starts");
         if let Some(data) = stdin {
             child
@@ -316,6 +348,15 @@ impl JavaProgram {
         }
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+}
+
+/// `tests/java/StraitProduce.java`: Kafka's own producer writing the data-path tests' records
+/// (modes `mixed`, `txn`, `compact`, `bulk`, `big`; see the file). Compiled once.
+pub fn strait_produce() -> &'static JavaProgram {
+    static PROGRAM: OnceLock<JavaProgram> = OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        JavaProgram::compile("StraitProduce", include_str!("../java/StraitProduce.java"))
+    })
 }
 
 /// An `mm2.properties` for the test bed: clusters `A` (source) and `B` (target) on their

@@ -780,6 +780,31 @@ impl Cluster {
             })
     }
 
+    /// Waits until every partition of `topic` has a leader (a topic just created takes a moment),
+    /// at most `timeout_ms`.
+    pub async fn wait_for_leaders(&self, topic: &str, timeout_ms: u64) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+        loop {
+            let ready = self
+                .refresh_metadata_once(Some(&[topic.to_string()]))
+                .await
+                .ok()
+                .and_then(|md| md.topics.get(topic).cloned())
+                .is_some_and(|t| {
+                    !t.partitions.is_empty() && t.partitions.iter().all(|p| p.leader >= 0)
+                });
+            if ready {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ClusterError::NoLeader {
+                    context: Box::new(self.ctx("Metadata").topic(topic)),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Grows a topic to `count` partitions.
     pub async fn create_partitions(&self, topic: &str, count: i32, timeout_ms: i32) -> Result<()> {
         let req = CreatePartitionsRequest::default()

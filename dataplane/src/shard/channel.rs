@@ -159,6 +159,10 @@ pub struct PartitionProgress {
     pub key: PartitionKey,
     /// Every source record below this offset is replicated (acknowledged by the target).
     pub next_offset: i64,
+    /// The target offset right after the last acknowledged record (-1 while unknown): the
+    /// target log holds exactly the replicated records below it. Stored with the progress so
+    /// that a restart after a crash can find how far the target really got.
+    pub target_next_offset: i64,
     /// The next offset the shard will fetch.
     pub fetch_offset: i64,
     /// The source's high watermark (or last stable offset under read_committed) at the last

@@ -134,6 +134,8 @@ pub struct Partition {
     status: Status,
     fetch_offset: i64,
     acked_next: i64,
+    /// Target offset after the last acknowledged batch, -1 while unknown.
+    target_next: i64,
     end_offset: i64,
     log_start_offset: i64,
     /// Batches not yet acknowledged: `window` (sequence numbers assigned) then `queue`.
@@ -173,6 +175,7 @@ impl Partition {
             status: Status::Running,
             fetch_offset: start_offset,
             acked_next: start_offset,
+            target_next: -1,
             end_offset: -1,
             log_start_offset: -1,
             window: VecDeque::new(),
@@ -249,6 +252,7 @@ impl Partition {
         self.queued_bytes = 0;
         self.fetch_offset = offset;
         self.acked_next = offset;
+        self.target_next = -1;
         self.retry_at = None;
         self.failing_since = None;
         if matches!(self.status, Status::Failed(_)) {
@@ -671,6 +675,13 @@ impl Partition {
             stats.produced_batches += 1;
             stats.produced_records += o.records as u64;
             stats.produced_bytes += o.batch.size() as u64;
+            // A batch acknowledged without its offset (a duplicate the broker recognised)
+            // leaves the target position unknown until the next batch's answer.
+            self.target_next = if base_offset >= 0 {
+                base_offset + i64::from(o.records)
+            } else {
+                -1
+            };
             if base_offset >= 0 {
                 let mut downstream = base_offset;
                 for run in &o.runs {
@@ -718,6 +729,7 @@ impl Partition {
         PartitionProgress {
             key: self.key.clone(),
             next_offset: self.acked_next,
+            target_next_offset: self.target_next,
             fetch_offset: self.fetch_offset,
             end_offset: self.end_offset,
             log_start_offset: self.log_start_offset,
@@ -842,6 +854,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.next_offset(), 5);
+        assert_eq!(p.progress().target_next_offset, 105);
         assert_eq!(
             p.take_mappings(),
             vec![MappingSegment {
@@ -1019,6 +1032,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.next_offset(), 4);
+        assert_eq!(p.progress().target_next_offset, 54);
         assert_eq!(
             p.take_mappings(),
             vec![MappingSegment {
@@ -1317,6 +1331,8 @@ mod sim {
                 now += Duration::from_millis(1);
             }
             prop_assert_eq!(p.next_offset(), 2 * n as i64);
+            // The target position the shard reports is where the target log really ends.
+            prop_assert_eq!(p.progress().target_next_offset, broker.next_offset);
             let expected: Vec<(i32, i32)> = (0..n as i32).map(|i| (2 * i, 2 * i + 1)).collect();
             prop_assert_eq!(broker.log, expected);
         }

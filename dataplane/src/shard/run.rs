@@ -47,8 +47,11 @@ pub struct ShardConfig {
     pub report_interval_ms: u64,
     /// How often commands are read. Default 5 ms.
     pub tick_ms: u64,
-    /// Wait after a failed connection attempt or leader lookup. Default 500 ms.
+    /// Wait after a failed connection attempt. Default 500 ms.
     pub reconnect_backoff_ms: u64,
+    /// Minimum time between two leader lookups on one cluster. Default 100 ms: a new remote
+    /// topic's leader is usually ready a moment after the first "not leader" answer.
+    pub leader_lookup_interval_ms: u64,
     /// Produce requests in flight per target broker and flow. Default 8.
     pub max_produce_requests_per_broker: usize,
     /// Upper bound on one produce request's batch bytes. Default 16 MiB.
@@ -67,6 +70,7 @@ impl ShardConfig {
             report_interval_ms: 200,
             tick_ms: 5,
             reconnect_backoff_ms: 500,
+            leader_lookup_interval_ms: 100,
             max_produce_requests_per_broker: 8,
             max_produce_request_bytes: 16 * 1024 * 1024,
             shutdown_timeout_ms: 30_000,
@@ -681,8 +685,18 @@ impl Shard {
                     continue;
                 }
             };
-            let mut keys: VecDeque<PartitionKey> = keys.into();
-            while !keys.is_empty() {
+            // One batch per partition per request (a protocol rule), so keep building requests
+            // while partitions have batches to send: that is what fills each partition's
+            // in-flight window within one turn of the loop.
+            loop {
+                let mut keys: VecDeque<PartitionKey> = keys
+                    .iter()
+                    .filter(|k| self.slots.get(*k).is_some_and(|s| s.p.can_send(now)))
+                    .cloned()
+                    .collect();
+                if keys.is_empty() {
+                    break;
+                }
                 let in_flight = self
                     .producing
                     .get(&(addr.clone(), flow))
@@ -849,7 +863,7 @@ impl Shard {
                 }
             },
             Done::Leaders { alias, result } => {
-                let backoff = Some(now + Duration::from_millis(self.cfg.reconnect_backoff_ms));
+                let backoff = Some(now + Duration::from_millis(self.cfg.leader_lookup_interval_ms));
                 match result {
                     Ok(leaders) => {
                         self.lookups.insert(alias.clone(), backoff);

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Runs one bench scenario against strait and against Apache Kafka's MirrorMaker 2, on the same
+# test-bed brokers in the same run, then regenerates perf/RESULTS.md and the plots.
+#
+# Usage: scripts/bench.sh SCENARIO [strait-bench run options...]
+#        scripts/bench.sh all      every scenario below, one after the other
+#   SCENARIO: catch-up, steady, many-partitions, codecs, small-batches, smoke
+#   Options after the scenario go to `strait-bench run` (e.g. --records 100000,
+#   --replicator mm2, --timeout-s 600; `strait-bench run --help` lists them).
+#
+# Steps: cargo build --release (strait, strait-bench), fetch Kafka if needed, `testbed up` (a
+# running test bed is reused and never stopped), the run (JSON to
+# perf/results/<date>-<scenario>.json), `strait-bench report` (perf/RESULTS.md), and
+# perf/plot.py (PNGs in perf/plots/, matplotlib installed into a venv under the cache dir).
+#
+# Environment:
+#   STRAIT_TESTBED_DIR, STRAIT_CACHE_DIR  as for scripts/testbed
+#   STRAIT_BENCH_PLOTS=0                  skip the plots
+#   STRAIT_BENCH_VENV                     the plotting venv [$STRAIT_CACHE_DIR/bench-venv]
+set -euo pipefail
+STRAIT_PROG=bench.sh
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+SCENARIOS=(catch-up steady many-partitions codecs small-batches smoke)
+
+case "${1:-}" in
+  "" | -h | --help)
+    strait_usage "${BASH_SOURCE[0]}"
+    [[ -n "${1:-}" ]] && exit 0
+    exit 2
+    ;;
+esac
+scenario="$1"
+shift
+if [[ "$scenario" == all ]]; then
+  rc=0
+  for s in "${SCENARIOS[@]}"; do
+    [[ "$s" == smoke ]] && continue
+    "${BASH_SOURCE[0]}" "$s" "$@" || rc=$?
+  done
+  exit "$rc"
+fi
+known=" ${SCENARIOS[*]} "
+[[ "$known" == *" $scenario "* ]] || strait_die "unknown scenario '$scenario' (known: ${SCENARIOS[*]}, all)"
+
+cd "$STRAIT_REPO_ROOT"
+export STRAIT_TESTBED_DIR STRAIT_CACHE_DIR
+
+strait_log "building release binaries"
+cargo build --release --quiet -p strait-control -p strait-bench
+bin="$STRAIT_REPO_ROOT/target/release"
+
+strait_ensure_kafka
+"$STRAIT_SCRIPTS_DIR/testbed" up >&2
+
+mkdir -p perf/results
+out="perf/results/$(date -u +%Y-%m-%d)-$scenario.json"
+# A second run on the same day keeps the first: the time goes into the name.
+[[ -e "$out" ]] && out="perf/results/$(date -u +%Y-%m-%d-%H%M%S)-$scenario.json"
+
+strait_log "running $scenario → $out"
+rc=0
+"$bin/strait-bench" run --scenario "$scenario" --replicator strait,mm2 --out "$out" \
+  --repo "$STRAIT_REPO_ROOT" "$@" || rc=$?
+if [[ ! -f "$out" ]]; then
+  strait_die "the run wrote no result (exit $rc)"
+fi
+
+"$bin/strait-bench" report --results perf/results --out perf/RESULTS.md
+
+if [[ "${STRAIT_BENCH_PLOTS:-1}" != 0 ]]; then
+  venv="${STRAIT_BENCH_VENV:-$STRAIT_CACHE_DIR/bench-venv}"
+  if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
+    strait_log "installing matplotlib into $venv"
+    python3 -m venv "$venv" >&2
+    "$venv/bin/pip" install --quiet 'matplotlib>=3.7' >&2
+  fi
+  "$venv/bin/python" perf/plot.py perf/results perf/plots >&2
+fi
+strait_log "done: $out, perf/RESULTS.md (exit $rc)"
+exit "$rc"

@@ -1,0 +1,200 @@
+//! Running the `strait` binary from tests: with a deadline, stderr kept in a file (a pipe nobody
+//! reads would block it), and its closing summary line parsed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `strait` process.
+#[derive(Debug)]
+pub struct Strait {
+    child: Child,
+    stderr_path: PathBuf,
+    what: String,
+}
+
+/// How a `strait` process ended.
+#[derive(Debug, Clone)]
+pub struct StraitExit {
+    /// The exit code, `None` when a signal ended it.
+    pub code: Option<i32>,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+/// The closing line `strait: N partitions; R records in B batches (F fast, S rebuilt), X bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    pub partitions: u64,
+    pub records: u64,
+    pub batches: u64,
+    pub fast: u64,
+    pub rebuilt: u64,
+}
+
+impl StraitExit {
+    /// The run's summary line; panics (with stderr) when there is none.
+    pub fn summary(&self) -> Summary {
+        self.stderr
+            .lines()
+            .rev()
+            .find_map(parse_summary)
+            .unwrap_or_else(|| panic!("strait printed no summary line; stderr:\n{}", self.stderr))
+    }
+
+    /// Panics with stderr unless the exit code is `code`.
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "strait exited with {:?}, expected {code}; stderr:\n{}",
+            self.code,
+            self.stderr
+        );
+        self
+    }
+}
+
+fn parse_summary(line: &str) -> Option<Summary> {
+    let rest = line.strip_prefix("strait: ")?;
+    let (partitions, rest) = rest.split_once(" partitions; ")?;
+    let (records, rest) = rest.split_once(" records in ")?;
+    let (batches, rest) = rest.split_once(" batches (")?;
+    let (fast, rest) = rest.split_once(" fast, ")?;
+    let (rebuilt, _) = rest.split_once(" rebuilt)")?;
+    Some(Summary {
+        partitions: partitions.parse().ok()?,
+        records: records.parse().ok()?,
+        batches: batches.parse().ok()?,
+        fast: fast.parse().ok()?,
+        rebuilt: rebuilt.parse().ok()?,
+    })
+}
+
+impl Strait {
+    /// Starts `bin run --config CONFIG ARGS...`.
+    pub fn start(bin: &Path, config: &Path, args: &[&str]) -> Strait {
+        let stderr_path = tempfile::Builder::new()
+            .prefix("strait-stderr-")
+            .tempfile()
+            .expect("temp file")
+            .into_temp_path()
+            .keep()
+            .expect("keep temp file");
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+        let mut cmd = Command::new(bin);
+        cmd.arg("run")
+            .arg("--config")
+            .arg(config)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or("info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        let what = format!(
+            "strait run --config {} {}",
+            config.display(),
+            args.join(" ")
+        );
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        Strait {
+            child,
+            stderr_path,
+            what,
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What was written to stderr so far.
+    pub fn stderr(&self) -> String {
+        match std::fs::read(&self.stderr_path) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => format!("(cannot read {}: {e})", self.stderr_path.display()),
+        }
+    }
+
+    /// Sends `signal` (e.g. "TERM", "KILL") to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} {} failed", self.pid());
+    }
+
+    /// Waits for the process to end. After `timeout` it is killed and the test fails with its
+    /// stderr.
+    pub fn wait(mut self, timeout: Duration) -> StraitExit {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return StraitExit {
+                    code: status.code(),
+                    stderr: self.stderr(),
+                    elapsed: start.elapsed(),
+                };
+            }
+            if start.elapsed() > timeout {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{} did not finish within {timeout:?}; stderr:\n{}",
+                    self.what,
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Strait {
+    fn drop(&mut self) {
+        // A failing test must not leave a replicator running.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_file(&self.stderr_path);
+    }
+}
+
+/// Runs `bin run --config CONFIG ARGS...` to its end (at most `timeout`).
+pub fn run_strait(bin: &Path, config: &Path, args: &[&str], timeout: Duration) -> StraitExit {
+    Strait::start(bin, config, args).wait(timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_summary_line() {
+        let s = parse_summary(
+            "strait: 3 partitions; 1200 records in 40 batches (38 fast, 2 rebuilt), 99999 bytes",
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            Summary {
+                partitions: 3,
+                records: 1200,
+                batches: 40,
+                fast: 38,
+                rebuilt: 2
+            }
+        );
+        assert_eq!(parse_summary("strait: partition t-0 stopped: x"), None);
+    }
+}
