@@ -641,6 +641,7 @@ pub async fn import_mm2(
                     Entry {
                         next_offset: *next,
                         topic_id: *topic_id,
+                        target_offset: -1,
                     },
                 );
                 report.written += 1;
@@ -930,6 +931,7 @@ mod tests {
                 Entry {
                     next_offset: 20,
                     topic_id: ids(1),
+                    target_offset: -1,
                 },
             ),
             // An entry of an older topic id is not "what strait had".
@@ -938,6 +940,7 @@ mod tests {
                 Entry {
                     next_offset: 5,
                     topic_id: ids(9),
+                    target_offset: -1,
                 },
             ),
         ]
@@ -991,6 +994,7 @@ mod tests {
                 Entry {
                     next_offset: 42,
                     topic_id: ids(1),
+                    target_offset: -1,
                 },
             ),
             (
@@ -998,6 +1002,7 @@ mod tests {
                 Entry {
                     next_offset: 0,
                     topic_id: ids(1),
+                    target_offset: -1,
                 },
             ),
             (
@@ -1005,6 +1010,7 @@ mod tests {
                 Entry {
                     next_offset: 5,
                     topic_id: ids(2),
+                    target_offset: -1,
                 },
             ),
             (
@@ -1012,6 +1018,7 @@ mod tests {
                 Entry {
                     next_offset: 5,
                     topic_id: ids(3),
+                    target_offset: -1,
                 },
             ),
         ]
@@ -1076,7 +1083,7 @@ mod tests {
             partitions in 1i32..60,
         ) {
             let entries: BTreeMap<TopicPartition, Entry> = positions.iter()
-                .map(|((t, p), n)| (TopicPartition::new(t, *p), Entry { next_offset: *n, topic_id: ids(1) }))
+                .map(|((t, p), n)| (TopicPartition::new(t, *p), Entry { next_offset: *n, topic_id: ids(1), target_offset: -1 }))
                 .collect();
             let source_ids: BTreeMap<String, [u8; 16]> = entries.keys().map(|tp| (tp.topic.clone(), ids(1))).collect();
             let rows = plan_export(&entries, &source_ids, &|_| true, MIRROR_SOURCE_CONNECTOR, "A", partitions).unwrap();

@@ -460,6 +460,7 @@ fn apply_topic_changes(
                             progress::Entry {
                                 next_offset: log_start,
                                 topic_id: new_topic_id,
+                                target_offset: -1,
                             },
                         );
                     }

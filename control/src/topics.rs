@@ -1236,6 +1236,7 @@ mod tests {
         let e = |next| progress::Entry {
             next_offset: next,
             topic_id: id(1),
+            target_offset: -1,
         };
         assert_eq!(
             decide_start(&tp, None, id(1), 5, 9, true, false),
