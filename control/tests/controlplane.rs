@@ -460,6 +460,13 @@ fn both_directions_copy_once_and_never_back() {
     assert_eq!(b.values(&ra1), a.values(&a1));
     assert_eq!(b.values(&ra2), a.values(&a2));
     assert_eq!(a.values(&rb1), b.values(&b1));
+    // ACL sync is on by default; the test bed has no authorizer, which each flow says once.
+    assert_eq!(
+        log.matches("no ACL authorizer on the source cluster")
+            .count(),
+        2,
+        "{log}"
+    );
     // B's own heartbeats never went back to it.
     assert!(!b.topics().contains("A.B.heartbeats") && !a.topics().contains("B.A.heartbeats"));
 }
