@@ -42,7 +42,7 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
-    /// Consumer-group offsets across a flow.
+    /// Consumer-group offsets across a flow, and progress between MirrorMaker 2 and strait.
     Offsets {
         #[command(subcommand)]
         command: OffsetsCommand,
@@ -51,16 +51,35 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum OffsetsCommand {
+    /// Seed strait's progress from MM2's (`mm2-offsets.<source>.internal` on the target), so
+    /// that switching from MM2 to strait copies nothing twice. Refuses while MM2 or strait
+    /// replicates the flow (exit status 4).
+    ImportMm2 {
+        #[arg(long)]
+        config: PathBuf,
+        /// Only this flow (`source->target`); default every enabled flow.
+        #[arg(long)]
+        flow: Option<String>,
+    },
+    /// Write strait's progress into MM2's offsets topic, so that MM2 resumes where strait
+    /// stopped. Refuses while MM2 or strait replicates the flow (exit status 4).
+    ExportMm2 {
+        #[arg(long)]
+        config: PathBuf,
+        /// Only this flow (`source->target`); default every enabled flow.
+        #[arg(long)]
+        flow: Option<String>,
+    },
     /// Translate a group's committed source offsets to the target, per partition, with their
-    /// precision (from the offset syncs and strait's stored progress; replicates nothing).
+    /// precision (from the offset syncs, strait's checkpoints and stored progress; replicates
+    /// nothing).
     Translate {
-        /// The mm2.properties file.
         #[arg(long)]
         config: PathBuf,
         /// The consumer group.
         #[arg(long)]
         group: String,
-        /// The flow, as SOURCE->TARGET (default: the only enabled flow).
+        /// The flow (`source->target`); default the only enabled flow.
         #[arg(long)]
         flow: Option<String>,
     },
@@ -92,20 +111,24 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-        Command::Offsets {
-            command:
+        Command::Offsets { command } => {
+            let result = match command {
+                OffsetsCommand::ImportMm2 { config, flow } => migrate(config, flow, false),
+                OffsetsCommand::ExportMm2 { config, flow } => migrate(config, flow, true),
                 OffsetsCommand::Translate {
                     config,
                     group,
                     flow,
-                },
-        } => match offsets_translate(&config, &group, flow.as_deref()) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("strait: {e:#}");
-                ExitCode::from(3)
+                } => offsets_translate(&config, &group, flow.as_deref()),
+            };
+            match result {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("strait: {e:#}");
+                    ExitCode::from(3)
+                }
             }
-        },
+        }
         Command::Run {
             config,
             until_caught_up,
@@ -168,6 +191,10 @@ fn run(
         );
         return Ok(ExitCode::from(1));
     }
+    let (heartbeats, hb_warnings) = strait_control::heartbeat::plans(&cfg);
+    for w in hb_warnings {
+        tracing::warn!("{w}");
+    }
     let opts = RunOptions {
         backend: selection.backend,
         shards,
@@ -175,6 +202,7 @@ fn run(
         until_caught_up,
         progress_flush_ms: 1_000,
         reset_lost_positions: cfg.strait.on_lost_position.value == OnLostPosition::Earliest,
+        heartbeats,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -202,6 +230,76 @@ fn run(
     }
 }
 
+/// `strait offsets import-mm2` / `export-mm2`: exit 0 when done, 1 for config or usage
+/// errors, 3 for cluster errors, 4 when replication is active.
+fn migrate(path: PathBuf, flow: Option<String>, export: bool) -> anyhow::Result<ExitCode> {
+    use strait_control::migrate::{self, MigrateError};
+    let cfg = match config::load(&path) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let flows: Vec<&config::FlowConfig> = match &flow {
+        None => cfg.enabled_flows().collect(),
+        Some(name) => {
+            let Some((s, t)) = name.split_once("->") else {
+                eprintln!("strait: --flow takes source->target, not `{name}`");
+                return Ok(ExitCode::from(1));
+            };
+            match cfg.flow(s.trim(), t.trim()) {
+                Some(f) if f.enabled.value => vec![f],
+                _ => {
+                    eprintln!("strait: {} has no enabled flow {name}", path.display());
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+    };
+    if flows.is_empty() {
+        eprintln!("strait: no flow is enabled in {}", path.display());
+        return Ok(ExitCode::from(1));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    // The admin client's connections run as local tasks.
+    let local = tokio::task::LocalSet::new();
+    let mut code = ExitCode::SUCCESS;
+    for f in flows {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let result = local.block_on(&rt, async {
+            if export {
+                migrate::export_mm2(&cfg, f, now).await
+            } else {
+                migrate::import_mm2(&cfg, f, now).await
+            }
+        });
+        match result {
+            Ok(report) => {
+                for l in &report.lines {
+                    println!("{l}");
+                }
+            }
+            Err(e @ MigrateError::Active { .. }) => {
+                eprintln!("strait: {e}");
+                code = ExitCode::from(4);
+            }
+            Err(e) => {
+                eprintln!("strait: {e}");
+                code = ExitCode::from(3);
+            }
+        }
+    }
+    Ok(code)
+}
+
+/// `strait offsets translate`: exit 0 with the report on stdout, 1 for config errors, 3 for
+/// cluster errors or an unknown flow.
 fn offsets_translate(path: &Path, group: &str, flow: Option<&str>) -> anyhow::Result<ExitCode> {
     let cfg = match config::load(path) {
         Ok(c) => c,
@@ -213,8 +311,8 @@ fn offsets_translate(path: &Path, group: &str, flow: Option<&str>) -> anyhow::Re
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("cannot start the control runtime")?;
-    // Broker connections run as local tasks.
+        .context("cannot start the runtime")?;
+    // The admin client's connections run as local tasks.
     let local = tokio::task::LocalSet::new();
     let report = local.block_on(
         &rt,

@@ -12,6 +12,9 @@
 //! comparing its end with `target_offset` tells how many, so a restart can skip exactly those
 //! instead of copying them again.
 //!
+//! The topic also holds one liveness record per flow (`crate::migrate`), which the import and
+//! export commands read to refuse running while replication is active.
+//!
 //! `next_offset` is the first offset *not* yet replicated (MM2's Connect offsets store the last
 //! replicated one; import and export convert).
 
@@ -85,6 +88,10 @@ pub fn decode(
     key: &[u8],
     value: Option<&[u8]>,
 ) -> Result<Option<(TopicPartition, Option<Entry>)>, String> {
+    // Running instances keep their liveness records in this topic too (see `migrate`).
+    if crate::migrate::is_liveness_key(key) {
+        return Ok(None);
+    }
     let k: Key<'_> = serde_json::from_slice(key).map_err(|e| format!("bad progress key: {e}"))?;
     if k.source != source {
         return Ok(None);

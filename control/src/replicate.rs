@@ -11,16 +11,16 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, TryRecvError};
 use strait_dataplane::io::{ConnSetup, IoBackend};
 use strait_dataplane::shard::{
-    Assignment, ClusterEndpoint, FailureKind, FetchSettings, FlowId, PartitionKey, ProduceSettings,
+    ClusterEndpoint, FailureKind, FetchSettings, FlowId, PartitionKey, ProduceSettings,
     ShardCommand, ShardConfig, ShardEvent, ShardHandle, ShardStats, spawn_shard,
 };
 use strait_dataplane::wire::ConnConfig;
 
-use crate::cluster::{
-    Cluster, ClusterError, IsolationLevel, NewTopic, OffsetSpec, RetryConfig, TopicMeta,
-    TopicPartition,
-};
+use crate::cluster::{Cluster, ClusterError, RetryConfig, TopicPartition};
+use crate::heartbeat::{HeartbeatPlan, Heartbeats};
+use crate::migrate::Liveness;
 use crate::progress::{self, ProgressStore};
+use crate::topics::{FlowIo, TopicChange, TopicError, TopicSync};
 
 /// One enabled flow, reduced to what the control loop needs.
 pub struct FlowPlan {
@@ -67,6 +67,8 @@ pub struct RunOptions {
     pub progress_flush_ms: u64,
     /// Restart a partition whose position was lost from the earliest offset (else stop it).
     pub reset_lost_positions: bool,
+    /// Every herder pair's heartbeats (`heartbeat::plans`), including heartbeats-only pairs.
+    pub heartbeats: Vec<HeartbeatPlan>,
 }
 
 /// How a run ended.
@@ -82,6 +84,8 @@ pub struct RunOutcome {
 pub enum RunError {
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Topics(#[from] TopicError),
     #[error("{0}")]
     Setup(String),
     #[error(transparent)]
@@ -96,6 +100,11 @@ pub(crate) struct PartitionState {
     /// `--until-caught-up`: the source end at start.
     target_end: i64,
     failed: Option<String>,
+    /// `shard` holds the partition (an Assign was sent and no Revoke since).
+    assigned: bool,
+    /// The source topic disappeared: the shard holds the partition paused, so that the topic
+    /// coming back continues the same slot (and its producer sequence) with a Seek.
+    vanished: bool,
 }
 
 pub(crate) struct FlowRuntime {
@@ -105,6 +114,8 @@ pub(crate) struct FlowRuntime {
     source_ep: Arc<ClusterEndpoint>,
     target_ep: Arc<ClusterEndpoint>,
     progress: ProgressStore,
+    topics: TopicSync,
+    liveness: Liveness,
     /// Offset syncs, checkpoints and group-offset sync.
     offsets: crate::translate::OffsetsRuntime,
 }
@@ -149,6 +160,13 @@ pub async fn run(
     opts: RunOptions,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<RunOutcome, RunError> {
+    let started = Instant::now();
+    // Identifies this process in the liveness records (`migrate`).
+    let instance = uuid::Uuid::new_v4().simple().to_string();
+    let mut heartbeats =
+        Heartbeats::new(&opts.heartbeats, started).map_err(|e| RunError::Setup(e.to_string()))?;
+    // Before the first discovery, so that a flow in the other direction finds the topic.
+    heartbeats.start().await;
     let mut flows = Vec::new();
     for plan in plans {
         let source = admin(&plan.source, &plan.source_bootstrap, &plan.source_admin)?;
@@ -163,6 +181,17 @@ pub async fn run(
             topic = progress.topic(),
             "progress loaded"
         );
+        let topics = TopicSync::new(&plan, started);
+        let mut liveness = Liveness::new(
+            &plan.source,
+            &plan.target,
+            progress.topic(),
+            &instance,
+            started,
+        );
+        liveness
+            .beat_if_due(&target, Instant::now(), now_ms())
+            .await;
         let offsets = crate::translate::OffsetsRuntime::start(
             &plan.config,
             source.clone(),
@@ -178,6 +207,8 @@ pub async fn run(
             source_ep,
             target_ep,
             progress,
+            topics,
+            liveness,
             offsets,
         });
     }
@@ -202,25 +233,23 @@ pub async fn run(
     );
 
     let mut parts: BTreeMap<PartitionKey, PartitionState> = BTreeMap::new();
-    let mut next_shard = 0usize;
+    let mut changes = Vec::new();
     for (fid, flow) in flows.iter_mut().enumerate() {
-        let fid = fid as FlowId;
-        let assigned = plan_flow(flow, fid, &opts).await?;
-        for (key, a, st) in assigned {
-            let shard = next_shard % shards.len();
-            if st.failed.is_none() {
-                next_shard += 1;
-                shards[shard]
-                    .commands
-                    .send(ShardCommand::Assign(Box::new(a)))
-                    .map_err(|_| RunError::Setup(format!("shard {shard} is gone")))?;
-            }
-            parts.insert(key, PartitionState { shard, ..st });
-        }
+        changes.extend(plan_flow(flow, fid as FlowId, &opts).await?);
     }
+    apply_topic_changes(changes, &mut flows, &shards, &mut parts, &opts)?;
     tracing::info!(partitions = parts.len(), "partitions assigned");
 
-    let outcome = control_loop(&mut flows, &shards, &ev_rx, &mut parts, &opts, stop).await;
+    let outcome = control_loop(
+        &mut flows,
+        &shards,
+        &ev_rx,
+        &mut parts,
+        &opts,
+        &mut heartbeats,
+        stop,
+    )
+    .await;
 
     // Stop the shards and wait for their final reports.
     for s in &shards {
@@ -249,6 +278,10 @@ pub async fn run(
     }
     for f in flows.iter_mut() {
         f.progress.flush(&f.target, now_ms()).await?;
+        // Import and export may run from now on.
+        if let Err(e) = f.liveness.stopped(&f.target, now_ms()).await {
+            tracing::warn!("cannot record the clean stop: {e}");
+        }
     }
     // The last offset syncs; with --until-caught-up, a final round of checkpoints and group
     // sync over the final mapping.
@@ -292,188 +325,193 @@ fn add_stats(total: &mut ShardStats, s: &ShardStats) {
     total.buffered_bytes += s.buffered_bytes;
 }
 
-/// Discovers a flow's topics, creates missing remote topics and decides each partition's start.
+/// The first discovery of a flow: the same pass topic management runs every
+/// `refresh.topics.interval.seconds`, but its errors stop the run.
 async fn plan_flow(
     flow: &mut FlowRuntime,
     fid: FlowId,
     opts: &RunOptions,
-) -> Result<Vec<(PartitionKey, Assignment, PartitionState)>, RunError> {
-    let plan = &flow.plan;
-    let md = flow.source.refresh_metadata(None).await?;
-    let topics: Vec<TopicMeta> = md
-        .topics
-        .values()
-        .filter(|t| !t.is_internal && (plan.should_replicate)(&t.name))
-        .cloned()
-        .collect();
-    let remote: Vec<String> = topics.iter().map(|t| (plan.remote_name)(&t.name)).collect();
-    let tmd = flow
-        .target
-        .refresh_metadata(Some(&remote.iter().map(String::as_str).collect::<Vec<_>>()))
-        .await?;
-    let missing: Vec<NewTopic> = topics
-        .iter()
-        .zip(&remote)
-        .filter(|(_, r)| !tmd.topics.contains_key(*r))
-        .map(|(t, r)| NewTopic {
-            name: r.clone(),
-            partitions: t.partitions.len() as i32,
-            replication_factor: plan.replication_factor,
-            configs: Vec::new(),
-        })
-        .collect();
-    if !missing.is_empty() {
-        for (name, r) in flow.target.create_topics(&missing, 30_000).await? {
-            match r {
-                Ok(()) => {
-                    tracing::info!(topic = %name, cluster = %plan.target, "created remote topic")
-                }
-                Err(e) if e.is(kafka_protocol::ResponseError::TopicAlreadyExists) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        flow.target
-            .refresh_metadata(Some(&remote.iter().map(String::as_str).collect::<Vec<_>>()))
-            .await?;
-    }
-    let max_bytes = flow.target.describe_topic_configs(&remote).await?;
-
-    let all: Vec<TopicPartition> = topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(|p| TopicPartition::new(&t.name, p.partition))
-        })
-        .collect();
-    let isolation = if plan.fetch.isolation_level == 1 {
-        IsolationLevel::ReadCommitted
-    } else {
-        IsolationLevel::ReadUncommitted
-    };
-    let earliest = flow
-        .source
-        .list_offsets(&all, OffsetSpec::Earliest, isolation)
-        .await;
-    let latest = flow
-        .source
-        .list_offsets(&all, OffsetSpec::Latest, isolation)
-        .await;
-
-    let mut out = Vec::new();
-    for (t, r) in topics.iter().zip(&remote) {
-        let max_message_bytes = max_bytes
-            .get(r)
-            .and_then(|c| c.as_ref().ok())
-            .and_then(|c| c.iter().find(|e| e.name == "max.message.bytes"))
-            .and_then(|e| e.value.as_deref())
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(strait_dataplane::batch::DEFAULT_MAX_MESSAGE_BYTES);
-        for p in &t.partitions {
-            let tp = TopicPartition::new(&t.name, p.partition);
-            let key = PartitionKey::new(fid, &t.name, p.partition);
-            let lo = earliest.get(&tp).and_then(|r| r.as_ref().ok()).copied();
-            let hi = latest.get(&tp).and_then(|r| r.as_ref().ok()).copied();
-            let (Some(lo), Some(hi)) = (lo, hi) else {
-                let why = earliest
-                    .get(&tp)
-                    .and_then(|r| r.as_ref().err())
-                    .or(latest.get(&tp).and_then(|r| r.as_ref().err()))
-                    .map(|e| e.to_string())
-                    .unwrap_or_else(|| "no offsets".into());
-                return Err(RunError::Setup(format!(
-                    "cannot read offsets of {tp} on {}: {why}",
-                    plan.source
-                )));
-            };
-            let mut failed = None;
-            let start = match flow.progress.get(&tp) {
-                Some(e) if e.topic_id != t.topic_id => {
-                    let msg = format!(
-                        "source topic {} was recreated (topic id {} is now {}): its stored position {} belongs to the old topic",
-                        t.name,
-                        progress::topic_id_display(&e.topic_id),
-                        progress::topic_id_display(&t.topic_id),
-                        e.next_offset
-                    );
-                    if opts.reset_lost_positions {
-                        tracing::warn!(partition = %tp, "{msg}; restarting from the earliest offset {lo} (strait.on.lost.position=earliest)");
-                        lo
-                    } else {
-                        failed = Some(msg);
-                        e.next_offset
-                    }
-                }
-                Some(e) if e.next_offset < lo => {
-                    let msg = format!(
-                        "source partition {tp} was truncated past strait's position: next offset {} is below the log start {lo}",
-                        e.next_offset
-                    );
-                    if opts.reset_lost_positions {
-                        tracing::warn!(partition = %tp, "{msg}; restarting from {lo} (strait.on.lost.position=earliest)");
-                        lo
-                    } else {
-                        failed = Some(msg);
-                        e.next_offset
-                    }
-                }
-                Some(e) => e.next_offset,
-                None if plan.start_at_earliest => lo,
-                None => hi,
-            };
-            let state = PartitionState {
-                shard: 0,
-                flow: fid,
-                topic_id: t.topic_id,
-                next_offset: start,
-                target_end: hi,
-                failed: failed.clone(),
-            };
-            if let Some(msg) = failed {
-                tracing::error!(partition = %tp, "{msg}; the partition is not replicated (set strait.on.lost.position=earliest to restart it)");
-                // Record it as failed without assigning it.
-                out.push((
-                    key.clone(),
-                    unassigned(&key, flow, r, start, max_message_bytes),
-                    state,
-                ));
-                continue;
-            }
-            let a = Assignment {
-                key: key.clone(),
-                source: flow.source_ep.clone(),
-                target: flow.target_ep.clone(),
-                target_topic: Arc::from(r.as_str()),
-                start_offset: start,
-                max_message_bytes,
-                fetch: plan.fetch,
-                produce: plan.produce,
-            };
-            out.push((key, a, state));
-        }
-    }
-    Ok(out)
+) -> Result<Vec<TopicChange>, RunError> {
+    Ok(topic_duties(flow, fid, opts, None).await?)
 }
 
-/// An assignment that is never sent (the partition is failed before it starts); kept so that
-/// the bookkeeping has one shape.
-fn unassigned(
-    key: &PartitionKey,
-    flow: &FlowRuntime,
-    remote: &str,
-    start: i64,
-    max: usize,
-) -> Assignment {
-    Assignment {
-        key: key.clone(),
-        source: flow.source_ep.clone(),
-        target: flow.target_ep.clone(),
-        target_topic: Arc::from(remote),
-        start_offset: start,
-        max_message_bytes: max,
-        fetch: flow.plan.fetch,
-        produce: flow.plan.produce,
+/// Runs a flow's topic management: the first discovery (`now = None`), or whatever is due.
+async fn topic_duties(
+    flow: &mut FlowRuntime,
+    fid: FlowId,
+    opts: &RunOptions,
+    now: Option<Instant>,
+) -> Result<Vec<TopicChange>, TopicError> {
+    let FlowRuntime {
+        plan,
+        source,
+        target,
+        source_ep,
+        target_ep,
+        progress,
+        topics,
+        ..
+    } = flow;
+    let io = FlowIo {
+        fid,
+        plan,
+        source,
+        target,
+        source_ep,
+        target_ep,
+        progress,
+        reset_lost_positions: opts.reset_lost_positions,
+    };
+    match now {
+        None => topics.discover(&io).await,
+        Some(now) => Ok(topics.tick(&io, now).await),
     }
+}
+
+/// Acts on topic management's findings: assigns new partitions to the least loaded shards,
+/// stops or restarts partitions of recreated topics, drops deleted ones and forwards
+/// `max.message.bytes` changes.
+fn apply_topic_changes(
+    changes: Vec<TopicChange>,
+    flows: &mut [FlowRuntime],
+    shards: &[ShardHandle],
+    parts: &mut BTreeMap<PartitionKey, PartitionState>,
+    opts: &RunOptions,
+) -> Result<(), RunError> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let send = |shard: usize, cmd: ShardCommand| {
+        shards[shard]
+            .commands
+            .send(cmd)
+            .map_err(|_| RunError::Setup(format!("shard {shard} is gone")))
+    };
+    let mut load = vec![0usize; shards.len()];
+    for p in parts.values().filter(|p| p.failed.is_none()) {
+        if let Some(l) = load.get_mut(p.shard) {
+            *l += 1;
+        }
+    }
+    for change in changes {
+        match change {
+            TopicChange::Start(np) => {
+                let start = np.assignment.start_offset;
+                // A partition its shard still holds (its topic vanished and came back): reuse
+                // the slot. A new slot on the same shard would restart the producer's sequence
+                // numbers for the target partition, which the broker refuses.
+                if let Some(st) = parts.get_mut(&np.key)
+                    && st.assigned
+                {
+                    let shard = st.shard;
+                    match np.failed {
+                        None => {
+                            send(shard, ShardCommand::Seek(np.key.clone(), start))?;
+                            send(
+                                shard,
+                                ShardCommand::SetMaxMessageBytes(
+                                    np.key.clone(),
+                                    np.assignment.max_message_bytes,
+                                ),
+                            )?;
+                            if st.vanished {
+                                send(shard, ShardCommand::Resume(np.key.clone()))?;
+                            }
+                        }
+                        Some(_) => {
+                            send(shard, ShardCommand::Revoke(np.key.clone()))?;
+                            st.assigned = false;
+                        }
+                    }
+                    st.topic_id = np.topic_id;
+                    st.next_offset = start;
+                    st.target_end = np.end_offset;
+                    st.failed = np.failed;
+                    st.vanished = false;
+                    continue;
+                }
+                let shard = (0..load.len()).min_by_key(|&i| load[i]).unwrap_or(0);
+                let assigned = np.failed.is_none();
+                if assigned {
+                    load[shard] += 1;
+                    send(shard, ShardCommand::Assign(Box::new(np.assignment.clone())))?;
+                }
+                parts.insert(
+                    np.key.clone(),
+                    PartitionState {
+                        shard,
+                        flow: np.key.flow,
+                        topic_id: np.topic_id,
+                        next_offset: start,
+                        target_end: np.end_offset,
+                        failed: np.failed,
+                        assigned,
+                        vanished: false,
+                    },
+                );
+            }
+            TopicChange::Recreated {
+                key,
+                new_topic_id,
+                log_start,
+                message,
+            } => {
+                let Some(st) = parts.get_mut(&key) else {
+                    continue;
+                };
+                // Already restarted on the new topic (after the shard lost its position).
+                if st.topic_id == new_topic_id {
+                    continue;
+                }
+                if opts.reset_lost_positions {
+                    if !st.assigned {
+                        continue;
+                    }
+                    st.failed = None;
+                    tracing::warn!(partition = %key, "{message}; RESTARTING FROM THE EARLIEST OFFSET {log_start} (strait.on.lost.position=earliest): records may be skipped or copied again");
+                    send(st.shard, ShardCommand::Seek(key.clone(), log_start))?;
+                    st.topic_id = new_topic_id;
+                    st.next_offset = log_start;
+                    if let Some(f) = flows.get_mut(st.flow as usize) {
+                        f.progress.update(
+                            &TopicPartition::new(&*key.topic, key.partition),
+                            progress::Entry {
+                                next_offset: log_start,
+                                topic_id: new_topic_id,
+                                target_offset: -1,
+                            },
+                        );
+                    }
+                } else if st.failed.is_none() {
+                    let error = format!(
+                        "{message}; the partition is stopped (set strait.on.lost.position=earliest to restart it from the earliest offset)"
+                    );
+                    tracing::error!(partition = %key, "{error}");
+                    send(st.shard, ShardCommand::Revoke(key.clone()))?;
+                    st.assigned = false;
+                    st.failed = Some(error);
+                }
+            }
+            TopicChange::Vanished { key } => match parts.get_mut(&key) {
+                Some(st) if st.assigned => {
+                    send(st.shard, ShardCommand::Pause(key))?;
+                    st.vanished = true;
+                }
+                Some(_) => {
+                    parts.remove(&key);
+                }
+                None => {}
+            },
+            TopicChange::MaxMessageBytes { key, bytes } => {
+                if let Some(st) = parts.get(&key)
+                    && st.assigned
+                {
+                    send(st.shard, ShardCommand::SetMaxMessageBytes(key, bytes))?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn control_loop(
@@ -482,6 +520,7 @@ async fn control_loop(
     ev_rx: &Receiver<ShardEvent>,
     parts: &mut BTreeMap<PartitionKey, PartitionState>,
     opts: &RunOptions,
+    heartbeats: &mut Heartbeats,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
     tokio::pin!(stop);
@@ -496,33 +535,63 @@ async fn control_loop(
             }
             _ = tick.tick() => {}
         }
-        loop {
-            match ev_rx.try_recv() {
-                Ok(ev) => apply_event(ev, flows, parts, &mut stats, shards, opts).await,
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => {
-                    return Err(RunError::Setup("every shard stopped".into()));
-                }
-            }
-        }
-        for f in flows.iter_mut() {
-            f.offsets.tick(Instant::now(), now_ms()).await;
-        }
+        drain_events(ev_rx, flows, parts, &mut stats, shards, opts).await?;
         if last_flush.elapsed() >= Duration::from_millis(opts.progress_flush_ms) {
             last_flush = Instant::now();
             for f in flows.iter_mut() {
                 if let Err(e) = f.progress.flush(&f.target, now_ms()).await {
                     tracing::warn!(error = %e, "cannot write progress; will retry");
                 }
+                f.liveness
+                    .beat_if_due(&f.target, last_flush, now_ms())
+                    .await;
             }
         }
+        let now = Instant::now();
+        heartbeats.tick(now, now_ms()).await;
+        for f in flows.iter_mut() {
+            f.offsets.tick(now, now_ms()).await;
+        }
+        let mut changes = Vec::new();
+        for (fid, f) in flows.iter_mut().enumerate() {
+            // tick() logs its own errors and retries at the next interval.
+            if let Ok(c) = topic_duties(f, fid as FlowId, opts, Some(now)).await {
+                changes.extend(c);
+            }
+        }
+        if !changes.is_empty() {
+            // What the shards reported while the duties ran predates these changes: a failure
+            // that a change resolves (a restart on a recreated topic) must come first.
+            drain_events(ev_rx, flows, parts, &mut stats, shards, opts).await?;
+        }
+        apply_topic_changes(changes, flows, shards, parts, opts)?;
         if opts.until_caught_up
             && parts
                 .values()
-                .all(|p| p.failed.is_some() || p.next_offset >= p.target_end)
+                .all(|p| p.failed.is_some() || p.vanished || p.next_offset >= p.target_end)
         {
             tracing::info!("every partition reached the end it had at start");
             return Ok(());
+        }
+    }
+}
+
+/// Applies every event the shards have sent so far.
+async fn drain_events(
+    ev_rx: &Receiver<ShardEvent>,
+    flows: &mut [FlowRuntime],
+    parts: &mut BTreeMap<PartitionKey, PartitionState>,
+    stats: &mut HashMap<usize, ShardStats>,
+    shards: &[ShardHandle],
+    opts: &RunOptions,
+) -> Result<(), RunError> {
+    loop {
+        match ev_rx.try_recv() {
+            Ok(ev) => apply_event(ev, flows, parts, stats, shards, opts).await,
+            Err(TryRecvError::Empty) => return Ok(()),
+            Err(TryRecvError::Disconnected) => {
+                return Err(RunError::Setup("every shard stopped".into()));
+            }
         }
     }
 }
@@ -543,14 +612,19 @@ async fn apply_event(
             stats: s,
         } => {
             stats.insert(shard, s);
-            // Offsets: the segments first, then the acknowledged ends they cover.
+            // Offsets: the segments first, then the acknowledged ends they cover; only from the
+            // shard that holds (or last held) the partition, so that they arrive in order.
             for (key, segments) in &mappings {
-                if let Some(f) = flows.get_mut(key.flow as usize) {
+                if let Some(st) = parts.get(key).filter(|st| st.shard == shard)
+                    && let Some(f) = flows.get_mut(st.flow as usize)
+                {
                     f.offsets.on_segments(&key.topic, key.partition, segments);
                 }
             }
             for p in &progress {
-                if let Some(f) = flows.get_mut(p.key.flow as usize) {
+                if let Some(st) = parts.get(&p.key).filter(|st| st.shard == shard)
+                    && let Some(f) = flows.get_mut(st.flow as usize)
+                {
                     f.offsets
                         .on_progress(&p.key.topic, p.key.partition, p.next_offset);
                 }
@@ -589,10 +663,18 @@ async fn apply_event(
                 true,
             ) = (&kind, opts.reset_lost_positions)
             {
-                tracing::warn!(partition = %key, "{error}; restarting from the log start {log_start_offset} (strait.on.lost.position=earliest)");
-                let _ = shards[st.shard]
-                    .commands
-                    .send(ShardCommand::Seek(key.clone(), *log_start_offset));
+                if *log_start_offset >= 0 {
+                    tracing::warn!(partition = %key, "{error}; RESTARTING FROM THE EARLIEST OFFSET {log_start_offset} (strait.on.lost.position=earliest)");
+                    let _ = shards[st.shard]
+                        .commands
+                        .send(ShardCommand::Seek(key.clone(), *log_start_offset));
+                    st.next_offset = *log_start_offset;
+                    return;
+                }
+                // No log start: the partition is being deleted (and perhaps created again).
+                // Topic discovery restarts it when the topic is back, with its new id.
+                tracing::error!(partition = %key, "{error}; the source partition is being deleted: it restarts when topic discovery sees the topic again");
+                st.failed = Some(error);
                 return;
             }
             tracing::error!(partition = %key, "{error}");
@@ -604,13 +686,17 @@ async fn apply_event(
             mappings,
             ..
         } => {
-            if let Some(f) = flows.get_mut(key.flow as usize) {
-                f.offsets.on_segments(&key.topic, key.partition, &mappings);
-                f.offsets
-                    .on_progress(&key.topic, key.partition, next_offset);
-            }
-            if let Some(st) = parts.get_mut(&key) {
+            // Only control revokes, and it marks the state unassigned when it does; an assigned
+            // state under the same key is a newer assignment, which this event must not touch.
+            if let Some(st) = parts.get_mut(&key)
+                && !st.assigned
+            {
                 st.next_offset = next_offset;
+                if let Some(f) = flows.get_mut(st.flow as usize) {
+                    f.offsets.on_segments(&key.topic, key.partition, &mappings);
+                    f.offsets
+                        .on_progress(&key.topic, key.partition, next_offset);
+                }
             }
         }
         ShardEvent::Stopped { .. } => {}
