@@ -276,17 +276,17 @@ pub async fn run(
     for s in shards {
         let _ = s.thread.join();
     }
+    // The last offset syncs; with --until-caught-up, a final round of checkpoints and group
+    // sync over the final mapping. Before the clean stop is recorded: they write too.
+    for f in flows.iter_mut() {
+        f.offsets.finish(opts.until_caught_up, now_ms()).await;
+    }
     for f in flows.iter_mut() {
         f.progress.flush(&f.target, now_ms()).await?;
         // Import and export may run from now on.
         if let Err(e) = f.liveness.stopped(&f.target, now_ms()).await {
             tracing::warn!("cannot record the clean stop: {e}");
         }
-    }
-    // The last offset syncs; with --until-caught-up, a final round of checkpoints and group
-    // sync over the final mapping.
-    for f in flows.iter_mut() {
-        f.offsets.finish(opts.until_caught_up, now_ms()).await;
     }
     let mut total = ShardStats::default();
     for s in stats.values() {
