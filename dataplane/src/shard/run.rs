@@ -119,6 +119,11 @@ pub fn spawn_shard(
     })
 }
 
+/// (target cluster alias, target topic, partition).
+type TargetPartition = (String, Arc<str>, i32);
+/// (producer id, producer epoch, next sequence number).
+type SequenceState = (i64, i16, i32);
+
 struct Slot {
     p: Partition,
     source: Arc<ClusterEndpoint>,
@@ -186,7 +191,7 @@ struct Shard {
     /// Sequence state of target partitions this shard wrote and no longer owns:
     /// (target cluster, topic, partition) → (producer id, epoch, next sequence). A partition
     /// assigned here again continues the sequence the broker expects from our producer.
-    sequences: HashMap<(String, Arc<str>, i32), (i64, i16, i32)>,
+    sequences: HashMap<TargetPartition, SequenceState>,
     lookups: HashMap<String, Option<Instant>>,
     fetching: HashSet<FetchKey>,
     producing: HashMap<(String, FlowId), usize>,
