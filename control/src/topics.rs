@@ -877,6 +877,16 @@ impl TopicSync {
                             configs = ?nt.configs,
                             "created remote topic"
                         );
+                        // Metadata shows a new topic a moment after creation; its partitions
+                        // start only once they are visible, so wait here rather than leave
+                        // them for the next discovery.
+                        if let Err(e) = io
+                            .target
+                            .wait_for_leaders(&name, CREATE_TIMEOUT_MS as u64)
+                            .await
+                        {
+                            tracing::warn!(topic = %name, "the new remote topic has no leaders yet: {e}");
+                        }
                     }
                     Err(e) if e.is(kafka_protocol::ResponseError::TopicAlreadyExists) => {}
                     Err(e) => {

@@ -360,8 +360,8 @@ pub fn strait_produce() -> &'static JavaProgram {
 }
 
 /// An `mm2.properties` for the test bed: clusters `A` (source) and `B` (target) on their
-/// PLAINTEXT listeners, flow `A->B` enabled for `topics`, every replication factor 1, and
-/// `extra` lines appended. Returns the file's path.
+/// PLAINTEXT listeners, flow `A->B` enabled for `topics`, heartbeats off, every replication
+/// factor 1, and `extra` lines appended. Returns the file's path.
 pub fn testbed_mm2_config(topics: &str, extra: &str) -> PathBuf {
     let tb = Testbed::get();
     temp_file(&format!(
@@ -371,6 +371,11 @@ pub fn testbed_mm2_config(topics: &str, extra: &str) -> PathBuf {
          A->B.enabled = true\n\
          A->B.topics = {topics}\n\
          B->A.emit.heartbeats.enabled = false\n\
+         # Tests share the test bed and the aliases A and B: replicating A's `heartbeats` from\n\
+         # every test would make them share its progress too. Tests about heartbeats turn\n\
+         # these back on in `extra` (the last value wins).\n\
+         emit.heartbeats.enabled = false\n\
+         heartbeats.replication.enabled = false\n\
          replication.factor = 1\n\
          checkpoints.topic.replication.factor = 1\n\
          heartbeats.topic.replication.factor = 1\n\

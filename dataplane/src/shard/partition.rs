@@ -502,6 +502,22 @@ impl Partition {
         }
     }
 
+    /// The producer and next sequence number this partition writes its target partition with.
+    pub fn sequence_state(&self) -> Option<(i64, i16, i32)> {
+        self.producer
+            .map(|(pid, epoch)| (pid, epoch, self.next_seq))
+    }
+
+    /// Continues the sequence of an earlier assignment of the same target partition in this
+    /// shard: the broker remembers our producer there and expects the next number.
+    pub fn resume_sequence(&mut self, producer_id: i64, producer_epoch: i16, next_seq: i32) {
+        if self.window.is_empty() {
+            self.producer = Some((producer_id, producer_epoch));
+            self.next_seq = next_seq;
+            self.established = true;
+        }
+    }
+
     pub fn has_producer(&self) -> bool {
         self.producer.is_some()
     }
@@ -1041,6 +1057,41 @@ mod tests {
                 count: 2
             }]
         );
+    }
+
+    #[test]
+    fn a_new_assignment_continues_the_target_sequence() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        p.handle_fetch(
+            fetched(set(&[batch(0, 3, Compression::None)]), 3),
+            &t,
+            &mut st,
+        )
+        .unwrap();
+        let now = Instant::now();
+        let (seq, _) = p.poll_send(now).unwrap();
+        p.handle_produced(
+            seq,
+            ProduceOutcome::Appended { base_offset: 0 },
+            now,
+            &mut st,
+        )
+        .unwrap();
+        assert_eq!(p.sequence_state(), Some((7, 0, 3)));
+
+        let mut again = part(3);
+        again.established = false;
+        again.resume_sequence(7, 0, 3);
+        again
+            .handle_fetch(
+                fetched(set(&[batch(3, 2, Compression::None)]), 5),
+                &t,
+                &mut st,
+            )
+            .unwrap();
+        assert_eq!(again.poll_send(now).unwrap().0, 3);
     }
 
     #[test]

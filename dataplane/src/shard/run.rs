@@ -119,6 +119,11 @@ pub fn spawn_shard(
     })
 }
 
+/// (target cluster alias, target topic, partition).
+type TargetPartition = (String, Arc<str>, i32);
+/// (producer id, producer epoch, next sequence number).
+type SequenceState = (i64, i16, i32);
+
 struct Slot {
     p: Partition,
     source: Arc<ClusterEndpoint>,
@@ -183,6 +188,10 @@ struct Shard {
     setups: HashMap<String, ConnSetup>,
     conns: HashMap<String, Conn>,
     producers: HashMap<String, ProducerId>,
+    /// Sequence state of target partitions this shard wrote and no longer owns:
+    /// (target cluster, topic, partition) → (producer id, epoch, next sequence). A partition
+    /// assigned here again continues the sequence the broker expects from our producer.
+    sequences: HashMap<TargetPartition, SequenceState>,
     lookups: HashMap<String, Option<Instant>>,
     fetching: HashSet<FetchKey>,
     producing: HashMap<(String, FlowId), usize>,
@@ -207,6 +216,7 @@ impl Shard {
             setups: HashMap::new(),
             conns: HashMap::new(),
             producers: HashMap::new(),
+            sequences: HashMap::new(),
             lookups: HashMap::new(),
             fetching: HashSet::new(),
             producing: HashMap::new(),
@@ -347,6 +357,18 @@ impl Shard {
                     backend: self.cfg.backend,
                 });
         }
+        if let Some(old) = self.slots.remove(&a.key)
+            && let Some(state) = old.p.sequence_state()
+        {
+            self.sequences.insert(
+                (
+                    old.target.alias.clone(),
+                    old.p.target_topic.clone(),
+                    a.key.partition,
+                ),
+                state,
+            );
+        }
         let mut p = Partition::new(
             a.key.clone(),
             a.target_topic.clone(),
@@ -357,6 +379,16 @@ impl Shard {
         );
         if let Some(ProducerId::Ready(pid, epoch)) = self.producers.get(&a.target.alias) {
             p.set_producer(*pid, *epoch);
+            let target = (
+                a.target.alias.clone(),
+                a.target_topic.clone(),
+                a.key.partition,
+            );
+            if let Some(&(spid, sepoch, seq)) = self.sequences.get(&target)
+                && (spid, sepoch) == (*pid, *epoch)
+            {
+                p.resume_sequence(spid, sepoch, seq);
+            }
         }
         self.slots.insert(
             a.key,
@@ -381,6 +413,16 @@ impl Shard {
             .collect();
         for key in &done {
             if let Some(mut s) = self.slots.remove(key) {
+                if let Some(state) = s.p.sequence_state() {
+                    self.sequences.insert(
+                        (
+                            s.target.alias.clone(),
+                            s.p.target_topic.clone(),
+                            key.partition,
+                        ),
+                        state,
+                    );
+                }
                 let ev = ShardEvent::Revoked {
                     shard: self.cfg.index,
                     key: key.clone(),
