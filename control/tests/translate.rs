@@ -124,8 +124,8 @@ fn produce(topic: &str, count: u32, prefix: &str, keys: u32, stride: u32) {
     );
 }
 
-/// A config for `topics` with the short intervals the tests use, plus `extra` lines. Heartbeat
-/// topics are not replicated: on the shared test bed other tests create and delete theirs.
+/// A config for `topics` (heartbeats off, see `testbed_mm2_config`) with the short intervals
+/// the tests use, plus `extra` lines.
 fn config(topics: &str, extra: &str) -> PathBuf {
     testbed_mm2_config(
         topics,
@@ -133,7 +133,6 @@ fn config(topics: &str, extra: &str) -> PathBuf {
             "emit.checkpoints.interval.seconds = 1\n\
              sync.group.offsets.interval.seconds = 1\n\
              refresh.groups.interval.seconds = 1\n\
-             heartbeats.replication.enabled = false\n\
              {extra}"
         ),
     )
