@@ -46,6 +46,9 @@ const ADMIN_BATCH_TOPICS: usize = 200;
 
 /// Timeout the brokers get for CreateTopics and CreatePartitions.
 const CREATE_TIMEOUT_MS: i32 = 30_000;
+/// The most source records crash recovery reads per partition at start; past it, strait
+/// resumes at the stored position and copies the difference again.
+const RECOVERY_MAX_RECORDS: i64 = 1_000_000;
 
 /// Errors of topic management. Each names the flow and what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -714,6 +717,7 @@ impl TopicSync {
                 Err(e) => return Err(e),
             }
         }
+        let first_pass = !self.discovered;
         self.discovered = true;
 
         for (t, p, (lo, hi)) in ready {
@@ -739,6 +743,9 @@ impl TopicSync {
                 io.reset_lost_positions,
             );
             let (start, failed) = match decision {
+                StartDecision::Start(o) if first_pass && io.progress.get(&tp).is_some() => {
+                    (recover_start(io, &tp, &remote, o).await, None)
+                }
                 StartDecision::Start(o) => (o, None),
                 StartDecision::Reset { offset, warning } => {
                     tracing::warn!(partition = %tp, flow = %io.flow(), "{warning}");
@@ -1044,6 +1051,46 @@ impl TopicSync {
         }
         tracing::info!(cluster = %plan.target, created, "synced topic ACLs");
         Ok(())
+    }
+}
+
+/// At process start, a partition with stored progress may have been replicated further
+/// before an unclean stop: skip what the target provably already holds (see
+/// [`crate::recover`]). Any doubt or error resumes at the stored offset.
+async fn recover_start(
+    io: &FlowIo<'_>,
+    tp: &TopicPartition,
+    remote: &str,
+    stored_offset: i64,
+) -> i64 {
+    let Some(entry) = io.progress.get(tp) else {
+        return stored_offset;
+    };
+    let target_tp = TopicPartition::new(remote, tp.partition);
+    match crate::recover::recover(
+        io.source,
+        io.target,
+        tp,
+        &target_tp,
+        &entry,
+        io.isolation(),
+        RECOVERY_MAX_RECORDS,
+    )
+    .await
+    {
+        Ok(crate::recover::Recovered::AsStored) => stored_offset,
+        Ok(crate::recover::Recovered::Advanced { to, records }) => {
+            tracing::info!(partition = %tp, flow = %io.flow(), from = stored_offset, to, records, "the target already held records replicated after the last progress store (unclean stop); resuming after them");
+            to
+        }
+        Ok(crate::recover::Recovered::Unverified { reason }) => {
+            tracing::warn!(partition = %tp, flow = %io.flow(), "{reason}; resuming at the stored offset {stored_offset} (records after it may be copied again)");
+            stored_offset
+        }
+        Err(e) => {
+            tracing::warn!(partition = %tp, flow = %io.flow(), "cannot check how far the target got ({e}); resuming at the stored offset {stored_offset}");
+            stored_offset
+        }
     }
 }
 

@@ -6,7 +6,8 @@
 //!    plus a LogAppendTime topic, whose batches are rebuilt keeping the broker's timestamps;
 //! 2. transactions: exactly the committed records under read_committed;
 //! 3. a compacted source after cleaning: every surviving record exactly once (slow path);
-//! 4. restart in the middle of a run (SIGTERM and SIGKILL): nothing missing, duplicates counted
+//! 4. restart in the middle of a run (SIGTERM and SIGKILL): nothing missing, no duplicates (crash
+//!    recovery skips what the target already holds), duplicates counted and reported
 //!    and printed; none after SIGTERM; after SIGKILL exactly the records written past the stored
 //!    progress (which is written once a second, so this is *not* bounded by the 5-batch
 //!    in-flight window: see the report printed by the test);
@@ -526,14 +527,14 @@ fn restart(io: &str, signal: &str) {
         let src = records_of(&src_batches[p as usize]);
         let dst = read_records(tb.target(), &remote(&topic), p);
         let dups = duplicates_after_restart(&what, &src, &dst);
-        // strait resumed from the stored progress: exactly what it had written past it is
-        // written again. Progress is stored once a second, so after SIGKILL that is up to a
-        // second of replication, not only the in-flight window: the report says how much.
+        // Progress is stored once a second, so after SIGKILL the target holds records written
+        // past the stored position. At start strait counts them against the stored target
+        // offset, checks them against the source, and resumes after them: nothing is written
+        // twice, whatever the signal (see control/src/recover.rs).
         let (written, stored) = (at_stop[p as usize], stored[p as usize]);
         assert_eq!(
-            dups as i64,
-            written - stored,
-            "{what}: duplicates are the records written past the stored progress ({written} - {stored})"
+            dups, 0,
+            "{what}: the restart copied records the target already held (written {written}, stored progress {stored})"
         );
         // The broker's dedup window: the records of the largest 5 source batches.
         let mut sizes: Vec<usize> = src_batches[p as usize]
@@ -545,9 +546,6 @@ fn restart(io: &str, signal: &str) {
         report.push(format!(
             "partition {p}: {dups} duplicates (written {written}, stored progress {stored}; {IN_FLIGHT_BATCHES} batches = {window} records)"
         ));
-        if signal == "TERM" {
-            assert_eq!(dups, 0, "{what}: a clean stop must not duplicate");
-        }
         total_dups += dups;
     }
     eprintln!(
