@@ -203,6 +203,8 @@ fn run(
         progress_flush_ms: 1_000,
         reset_lost_positions: cfg.strait.on_lost_position.value == OnLostPosition::Earliest,
         heartbeats,
+        api_listen: cfg.strait.api_listen.value,
+        api_required: cfg.strait.api_listen.is_from_file(),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -69,6 +69,11 @@ pub struct RunOptions {
     pub reset_lost_positions: bool,
     /// Every herder pair's heartbeats (`heartbeat::plans`), including heartbeats-only pairs.
     pub heartbeats: Vec<HeartbeatPlan>,
+    /// Where the REST API and `/metrics` listen (`strait.api.listen`); `None` = no API.
+    pub api_listen: Option<std::net::SocketAddr>,
+    /// Whether failing to listen stops the run (the address was configured) or only warns
+    /// (the default address is taken, e.g. by another strait on the host).
+    pub api_required: bool,
 }
 
 /// How a run ended.
@@ -105,6 +110,10 @@ pub(crate) struct PartitionState {
     /// The source topic disappeared: the shard holds the partition paused, so that the topic
     /// coming back continues the same slot (and its producer sequence) with a Seek.
     vanished: bool,
+    /// The source's end at the shard's last fetch (-1 before it), for lag.
+    end_offset: i64,
+    /// Paused by an operator (REST API).
+    paused: bool,
 }
 
 pub(crate) struct FlowRuntime {
@@ -118,6 +127,9 @@ pub(crate) struct FlowRuntime {
     liveness: Liveness,
     /// Offset syncs, checkpoints and group-offset sync.
     offsets: crate::translate::OffsetsRuntime,
+    /// Partitions restarted from the earliest offset after their position was lost
+    /// (`strait.on.lost.position=earliest`), for `/metrics`.
+    lost_position_resets: u64,
 }
 
 fn endpoint(
@@ -210,6 +222,7 @@ pub async fn run(
             topics,
             liveness,
             offsets,
+            lost_position_resets: 0,
         });
     }
 
@@ -232,6 +245,21 @@ pub async fn run(
         "shards started"
     );
 
+    let published = crate::api::Published::default();
+    let (api_tx, api_rx) = tokio::sync::mpsc::channel(64);
+    if let Some(addr) = opts.api_listen {
+        match crate::api::serve(addr, published.clone(), api_tx).await {
+            Ok(bound) => tracing::info!(address = %bound, "REST API and /metrics listening"),
+            Err(e) if opts.api_required => return Err(RunError::Setup(e)),
+            Err(e) => tracing::warn!("{e}; running without the REST API"),
+        }
+    }
+    let mut api = ApiLink {
+        published,
+        commands: api_rx,
+        last_publish: None,
+    };
+
     let mut parts: BTreeMap<PartitionKey, PartitionState> = BTreeMap::new();
     let mut changes = Vec::new();
     for (fid, flow) in flows.iter_mut().enumerate() {
@@ -246,7 +274,10 @@ pub async fn run(
         &ev_rx,
         &mut parts,
         &opts,
-        &mut heartbeats,
+        &mut ProcessDuties {
+            heartbeats: &mut heartbeats,
+            api: &mut api,
+        },
         stop,
     )
     .await;
@@ -447,6 +478,8 @@ fn apply_topic_changes(
                         failed: np.failed,
                         assigned,
                         vanished: false,
+                        end_offset: -1,
+                        paused: false,
                     },
                 );
             }
@@ -473,6 +506,7 @@ fn apply_topic_changes(
                     st.topic_id = new_topic_id;
                     st.next_offset = log_start;
                     if let Some(f) = flows.get_mut(st.flow as usize) {
+                        f.lost_position_resets += 1;
                         f.progress.update(
                             &TopicPartition::new(&*key.topic, key.partition),
                             progress::Entry {
@@ -520,9 +554,10 @@ async fn control_loop(
     ev_rx: &Receiver<ShardEvent>,
     parts: &mut BTreeMap<PartitionKey, PartitionState>,
     opts: &RunOptions,
-    heartbeats: &mut Heartbeats,
+    duties: &mut ProcessDuties<'_>,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
+    let ProcessDuties { heartbeats, api } = duties;
     tokio::pin!(stop);
     let mut stats: HashMap<usize, ShardStats> = HashMap::new();
     let mut last_flush = Instant::now();
@@ -536,6 +571,14 @@ async fn control_loop(
             _ = tick.tick() => {}
         }
         drain_events(ev_rx, flows, parts, &mut stats, shards, opts).await?;
+        if let Some(dead) = shards.iter().find(|s| s.thread.is_finished()) {
+            return Err(RunError::Setup(format!(
+                "shard {} stopped unexpectedly; stopping (its partitions resume from stored progress at the next start)",
+                dead.index
+            )));
+        }
+        api.apply_commands(flows, parts, shards);
+        api.publish_if_due(flows, parts, &stats, opts);
         if last_flush.elapsed() >= Duration::from_millis(opts.progress_flush_ms) {
             last_flush = Instant::now();
             for f in flows.iter_mut() {
@@ -573,6 +616,144 @@ async fn control_loop(
             tracing::info!("every partition reached the end it had at start");
             return Ok(());
         }
+    }
+}
+
+/// Duties of the whole process (not of one flow).
+struct ProcessDuties<'a> {
+    heartbeats: &'a mut Heartbeats,
+    api: &'a mut ApiLink,
+}
+
+/// The control loop's side of the REST API: it publishes status snapshots and carries out
+/// operator commands.
+struct ApiLink {
+    published: crate::api::Published,
+    commands: tokio::sync::mpsc::Receiver<crate::api::ApiCommand>,
+    last_publish: Option<Instant>,
+}
+
+/// How often the API's snapshot is refreshed.
+const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
+
+impl ApiLink {
+    fn apply_commands(
+        &mut self,
+        flows: &[FlowRuntime],
+        parts: &mut BTreeMap<PartitionKey, PartitionState>,
+        shards: &[ShardHandle],
+    ) {
+        use crate::api::ApiCommand;
+        while let Ok(cmd) = self.commands.try_recv() {
+            let (flow, topic, partition, pause) = match cmd {
+                ApiCommand::Pause {
+                    flow,
+                    topic,
+                    partition,
+                } => (flow, topic, partition, true),
+                ApiCommand::Resume {
+                    flow,
+                    topic,
+                    partition,
+                } => (flow, topic, partition, false),
+            };
+            let Some(fid) = flows
+                .iter()
+                .position(|f| format!("{}->{}", f.plan.source, f.plan.target) == flow)
+            else {
+                tracing::warn!(flow = %flow, "API command for an unknown flow");
+                continue;
+            };
+            let key = PartitionKey::new(fid as FlowId, &topic, partition);
+            let Some(st) = parts.get_mut(&key).filter(|st| st.assigned) else {
+                tracing::warn!(partition = %key, "API command for a partition that is not replicated");
+                continue;
+            };
+            let cmd = if pause {
+                ShardCommand::Pause(key.clone())
+            } else {
+                ShardCommand::Resume(key.clone())
+            };
+            if shards[st.shard].commands.try_send(cmd).is_ok() {
+                st.paused = pause;
+                tracing::info!(partition = %key, paused = pause, "operator request applied");
+            }
+        }
+    }
+
+    fn publish_if_due(
+        &mut self,
+        flows: &[FlowRuntime],
+        parts: &BTreeMap<PartitionKey, PartitionState>,
+        stats: &HashMap<usize, ShardStats>,
+        opts: &RunOptions,
+    ) {
+        let now = Instant::now();
+        if self
+            .last_publish
+            .is_some_and(|t| now.duration_since(t) < PUBLISH_INTERVAL)
+        {
+            return;
+        }
+        self.last_publish = Some(now);
+        self.published
+            .publish(status(flows, parts, stats, opts), now);
+    }
+}
+
+/// The API's view of the run.
+fn status(
+    flows: &[FlowRuntime],
+    parts: &BTreeMap<PartitionKey, PartitionState>,
+    stats: &HashMap<usize, ShardStats>,
+    opts: &RunOptions,
+) -> crate::api::Status {
+    use crate::api::{FlowStatus, PartitionStatus, ShardStatus};
+    let mut out: Vec<FlowStatus> = flows
+        .iter()
+        .map(|f| FlowStatus {
+            name: format!("{}->{}", f.plan.source, f.plan.target),
+            partitions: Vec::new(),
+        })
+        .collect();
+    for (key, st) in parts {
+        let Some(f) = out.get_mut(key.flow as usize) else {
+            continue;
+        };
+        let state = if st.failed.is_some() {
+            "failed"
+        } else if st.paused || st.vanished {
+            "paused"
+        } else {
+            "replicating"
+        };
+        f.partitions.push(PartitionStatus {
+            topic: key.topic.to_string(),
+            partition: key.partition,
+            remote_topic: (flows[key.flow as usize].plan.remote_name)(&key.topic),
+            next_offset: st.next_offset,
+            end_offset: st.end_offset,
+            lag: if st.end_offset >= 0 {
+                (st.end_offset - st.next_offset).max(0)
+            } else {
+                0
+            },
+            state: state.to_string(),
+            error: st.failed.clone(),
+            shard: st.shard,
+        });
+    }
+    let mut shard_status: Vec<ShardStatus> = stats
+        .iter()
+        .map(|(i, s)| ShardStatus::from_stats(*i, s))
+        .collect();
+    shard_status.sort_by_key(|s| s.shard);
+    crate::api::Status {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        io_backend: opts.backend.name().to_string(),
+        flows: out,
+        shards: shard_status,
+        lost_position_resets: flows.iter().map(|f| f.lost_position_resets).sum(),
     }
 }
 
@@ -630,6 +811,9 @@ async fn apply_event(
                 }
             }
             for p in progress {
+                if let Some(st) = parts.get_mut(&p.key).filter(|st| st.shard == shard) {
+                    st.end_offset = p.end_offset;
+                }
                 if let Some(st) = parts.get_mut(&p.key) {
                     st.next_offset = p.next_offset;
                     if let Some(f) = flows.get_mut(st.flow as usize) {
@@ -669,6 +853,9 @@ async fn apply_event(
                         .commands
                         .send(ShardCommand::Seek(key.clone(), *log_start_offset));
                     st.next_offset = *log_start_offset;
+                    if let Some(f) = flows.get_mut(st.flow as usize) {
+                        f.lost_position_resets += 1;
+                    }
                     return;
                 }
                 // No log start: the partition is being deleted (and perhaps created again).
