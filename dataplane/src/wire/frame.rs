@@ -28,14 +28,17 @@ pub struct FrameDecoder {
     max_frame_bytes: usize,
 }
 
-/// Smallest read we ask the kernel for, so that small responses do not cost one syscall each.
-const MIN_READ_BYTES: usize = 16 * 1024;
+/// Spare room below which a new receive chunk is allocated. Small responses (produce answers)
+/// then share one chunk instead of costing an allocation each.
+const MIN_SPARE_BYTES: usize = 4 * 1024;
+/// Size of a new receive chunk when no large frame is pending.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 impl FrameDecoder {
     /// `max_frame_bytes` bounds both a single frame and the memory this decoder holds.
     pub fn new(max_frame_bytes: usize) -> Self {
         FrameDecoder {
-            buf: BytesMut::with_capacity(MIN_READ_BYTES),
+            buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
             max_frame_bytes,
         }
     }
@@ -54,17 +57,22 @@ impl FrameDecoder {
         self.buf.len()
     }
 
-    /// Makes room for the next read: at least [`MIN_READ_BYTES`], and when the size of the frame
-    /// being received is already known, enough for the whole frame, so that a large fetch
-    /// response lands in one contiguous allocation without being moved again.
+    /// Makes room for the next read. When the size of the frame being received is known, the
+    /// room covers the whole frame, so a large fetch response lands in one allocation without
+    /// being moved again; otherwise a fresh chunk is taken only when the current one is nearly
+    /// full, so that many small responses share it.
     pub fn reserve_for_read(&mut self) {
-        let want = match self.pending_frame_len() {
+        let spare = self.buf.capacity() - self.buf.len();
+        match self.pending_frame_len() {
             Some(total) if total <= self.max_frame_bytes + SIZE_PREFIX_LEN => {
-                total.saturating_sub(self.buf.len()).max(MIN_READ_BYTES)
+                let missing = total.saturating_sub(self.buf.len());
+                if spare < missing.max(MIN_SPARE_BYTES) {
+                    self.buf.reserve(missing.max(MIN_SPARE_BYTES));
+                }
             }
-            _ => MIN_READ_BYTES,
-        };
-        self.buf.reserve(want);
+            _ if spare < MIN_SPARE_BYTES => self.buf.reserve(READ_CHUNK_BYTES),
+            _ => {}
+        }
     }
 
     /// Total length (prefix included) of the frame at the head of the buffer, if its prefix has
@@ -278,6 +286,30 @@ mod tests {
         let base = d.buffer_mut().as_ptr() as usize;
         let f = d.next_frame().unwrap().unwrap();
         assert_eq!(f.as_ptr() as usize, base + SIZE_PREFIX_LEN);
+    }
+
+    #[test]
+    fn small_frames_share_receive_chunks() {
+        let mut d = FrameDecoder::new(1 << 20);
+        let mut held = Vec::new();
+        let mut chunks = std::collections::HashSet::new();
+        for i in 0..200u8 {
+            d.reserve_for_read();
+            // Where a read would land: the start of the spare capacity.
+            let spare_at = d.buffer_mut().as_ptr() as usize + d.buffered();
+            d.buffer_mut().extend_from_slice(&frame(&[i; 100]));
+            let f = d.next_frame().unwrap().unwrap();
+            chunks.insert(spare_at & !0xffff);
+            // Responses are still in use when the next read starts.
+            held.push(f);
+        }
+        // 200 responses of 104 bytes fit a few 64 KiB chunks, not 200 allocations.
+        assert!(chunks.len() <= 4, "{} chunks", chunks.len());
+        assert!(
+            held.iter()
+                .enumerate()
+                .all(|(i, f)| f[..] == [i as u8; 100])
+        );
     }
 
     #[test]
