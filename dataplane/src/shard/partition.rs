@@ -285,6 +285,20 @@ impl Partition {
             && self.queued_bytes < per_partition_cap
     }
 
+    /// Whether the last fetch reached the end of the readable log, so that a fetch of this
+    /// partition alone would wait on the broker for up to `max_wait_ms`.
+    pub fn caught_up(&self) -> bool {
+        self.end_offset >= 0 && self.fetch_offset >= self.end_offset
+    }
+
+    /// Whether it stays out of fetches only because its fetched batches still await the target:
+    /// it will want a fetch again as soon as the target acknowledges them.
+    pub fn backlogged(&self, per_partition_cap: usize) -> bool {
+        self.status == Status::Running
+            && !self.needs_source_leader
+            && self.queued_bytes >= per_partition_cap
+    }
+
     /// Takes a partition's slice of a fetch response.
     pub fn handle_fetch(
         &mut self,
@@ -1111,6 +1125,36 @@ mod tests {
         p.handle_produced(0, ProduceOutcome::Appended { base_offset: 0 }, now, &mut st)
             .unwrap();
         assert!(p.poll_send(now).is_some());
+    }
+
+    #[test]
+    fn caught_up_and_backlogged_follow_the_fetched_end_and_the_queue() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        assert!(
+            !p.caught_up(),
+            "the end of the log is unknown before the first fetch"
+        );
+        let rs = set(&(0..4)
+            .map(|i| batch(i, 1, Compression::None))
+            .collect::<Vec<_>>());
+        p.handle_fetch(fetched(rs, 10), &t, &mut st).unwrap();
+        assert!(!p.caught_up(), "records 4..10 are still to fetch");
+        let queued = p.queued_bytes();
+        assert!(queued > 0);
+        assert!(p.backlogged(queued) && !p.wants_fetch(queued));
+        assert!(!p.backlogged(queued + 1) && p.wants_fetch(queued + 1));
+        let rs = set(&(4..10)
+            .map(|i| batch(i, 1, Compression::None))
+            .collect::<Vec<_>>());
+        p.handle_fetch(fetched(rs, 10), &t, &mut st).unwrap();
+        assert!(p.caught_up());
+        p.pause();
+        assert!(
+            !p.backlogged(1),
+            "a paused partition is not waiting on the target"
+        );
     }
 
     #[test]
