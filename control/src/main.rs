@@ -198,7 +198,7 @@ fn run(
     let opts = RunOptions {
         backend: selection.backend,
         shards,
-        shard_memory_bytes: cfg.strait.shard_memory_bytes.value as usize,
+        memory_bytes: usize::try_from(cfg.strait.memory_bytes.value).unwrap_or(usize::MAX),
         until_caught_up,
         progress_flush_ms: 1_000,
         reset_lost_positions: cfg.strait.on_lost_position.value == OnLostPosition::Earliest,

@@ -56,12 +56,19 @@ impl std::fmt::Debug for FlowPlan {
     }
 }
 
+/// Each shard's share of the total memory budget. At least 1 MiB, so that a shard can always
+/// fetch something even when many shards split a small budget.
+pub fn shard_memory_bytes(total_bytes: usize, shards: usize) -> usize {
+    (total_bytes / shards.max(1)).max(1 << 20)
+}
+
 /// Process-wide options.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub backend: IoBackend,
     pub shards: usize,
-    pub shard_memory_bytes: usize,
+    /// Fetched data in flight across all shards (`strait.memory.bytes`).
+    pub memory_bytes: usize,
     pub until_caught_up: bool,
     /// How often progress is written. Default 1 000 ms.
     pub progress_flush_ms: u64,
@@ -232,7 +239,7 @@ pub async fn run(
     for i in 0..opts.shards.max(1) {
         let mut cfg = ShardConfig::new(i, opts.backend);
         cfg.core = Some(cores[i % cores.len()]);
-        cfg.memory_budget_bytes = opts.shard_memory_bytes;
+        cfg.memory_budget_bytes = shard_memory_bytes(opts.memory_bytes, opts.shards);
         shards.push(
             spawn_shard(cfg, ev_tx.clone(), 1024)
                 .map_err(|e| RunError::Setup(format!("cannot start shard {i}: {e}")))?,
@@ -887,5 +894,18 @@ async fn apply_event(
             }
         }
         ShardEvent::Stopped { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shard_memory_bytes;
+
+    #[test]
+    fn the_memory_budget_is_split_between_shards_with_a_floor() {
+        assert_eq!(shard_memory_bytes(96 << 20, 2), 48 << 20);
+        assert_eq!(shard_memory_bytes(96 << 20, 1), 96 << 20);
+        assert_eq!(shard_memory_bytes(96 << 20, 0), 96 << 20);
+        assert_eq!(shard_memory_bytes(96 << 20, 256), 1 << 20);
     }
 }

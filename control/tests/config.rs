@@ -647,12 +647,7 @@ fn invalid_values() {
                 None,
             ),
             (Some("strait.io"), Some(23), InvalidValue, None),
-            (
-                Some("strait.shard.memory.bytes"),
-                Some(24),
-                InvalidValue,
-                None,
-            ),
+            (Some("strait.memory.bytes"), Some(24), InvalidValue, None),
             (Some("A->B.groups"), Some(25), InvalidValue, None),
             (
                 Some("A->B.refresh.groups.interval.seconds"),

@@ -483,12 +483,7 @@ impl fmt::Display for CheckReport {
                     a.map_or("disabled".to_string(), |a| a.to_string())
                 }),
             );
-            line(
-                &mut out,
-                "    ",
-                "strait.shard.memory.bytes",
-                &s.shard_memory_bytes,
-            );
+            line(&mut out, "    ", "strait.memory.bytes", &s.memory_bytes);
             line(
                 &mut out,
                 "    ",

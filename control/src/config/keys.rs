@@ -507,7 +507,7 @@ pub static CONSUMER_KEYS: &[KeyDef] = &[
         "max.poll.records",
         I32_GE1,
         Some("500"),
-        Support::Ignored("strait has no poll loop; memory is bounded by strait.shard.memory.bytes"),
+        Support::Ignored("strait has no poll loop; memory is bounded by strait.memory.bytes"),
     ),
     k("max.poll.interval.ms", I32_GE1, Some("300000"), GROUP),
     k("exclude.internal.topics", Ty::Bool, Some("true"), GROUP),
@@ -569,7 +569,7 @@ pub static PRODUCER_KEYS: &[KeyDef] = &[
         "buffer.memory",
         I64_GE0,
         Some("33554432"),
-        Support::Ignored("memory is bounded by strait.shard.memory.bytes"),
+        Support::Ignored("memory is bounded by strait.memory.bytes"),
     ),
     k(
         "retries",
@@ -1368,9 +1368,9 @@ pub static STRAIT_KEYS: &[KeyDef] = &[
         U,
     ),
     k(
-        "strait.shard.memory.bytes",
-        Ty::Long(1 << 20, 1 << 36),
-        Some("67108864"),
+        "strait.memory.bytes",
+        Ty::Long(1 << 20, 1 << 40),
+        Some("100663296"),
         U,
     ),
     k(

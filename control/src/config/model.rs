@@ -428,9 +428,10 @@ pub struct StraitSettings {
     /// `strait.api.listen`: REST API and `/metrics` address, default `127.0.0.1:8787`;
     /// empty disables the API.
     pub api_listen: Setting<Option<SocketAddr>>,
-    /// `strait.shard.memory.bytes`: fetch memory in flight per shard, default 64 MiB
-    /// (1 MiB..=64 GiB).
-    pub shard_memory_bytes: Setting<u64>,
+    /// `strait.memory.bytes`: fetched data in flight across all shards, split evenly between
+    /// them (at least 1 MiB each), default 96 MiB (1 MiB..=1 TiB). A total rather than a
+    /// per-shard figure, so that memory does not grow with the core count.
+    pub memory_bytes: Setting<u64>,
     /// `strait.progress.topic.replication.factor`: default 3; -1 for the broker default.
     pub progress_topic_replication_factor: Setting<i16>,
     /// `strait.on.lost.position`: `fail` (default) or `earliest`.

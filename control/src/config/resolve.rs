@@ -1339,12 +1339,12 @@ pub(crate) fn strait_settings(
             "local-only REST API and /metrics",
             parse_listen_addr,
         ),
-        shard_memory_bytes: get(
+        memory_bytes: get(
             &file,
-            "strait.shard.memory.bytes",
-            64 << 20,
-            "64 MiB of fetches in flight per shard",
-            |v| parse_int(v, 1 << 20, 1 << 36, "").map(|n| n as u64),
+            "strait.memory.bytes",
+            96 << 20,
+            "96 MiB of fetched data in flight across all shards: ~1 GiB/s at a 100 ms round trip",
+            |v| parse_int(v, 1 << 20, 1 << 40, "").map(|n| n as u64),
         ),
         progress_topic_replication_factor: get(
             &file,

@@ -24,8 +24,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::channel::{
-    Assignment, ClusterEndpoint, FailureKind, FlowId, PartitionKey, ShardCommand, ShardEvent,
-    ShardStats,
+    Assignment, ClusterEndpoint, FailureKind, FetchSettings, FlowId, PartitionKey, ShardCommand,
+    ShardEvent, ShardStats,
 };
 use super::meta::{self, Leaders};
 use super::partition::{Failure, Fetched, FrameTicket, Partition, ProduceOutcome, Status};
@@ -40,8 +40,9 @@ pub struct ShardConfig {
     pub backend: IoBackend,
     /// Pin the thread to this core, if given.
     pub core: Option<core_affinity::CoreId>,
-    /// Fetch response bytes held at once, in flight or waiting to be produced. Default 64 MiB.
-    /// The shard's memory for record data stays within this plus one oversized batch.
+    /// Fetch response bytes held at once, in flight or waiting to be produced. Default 64 MiB;
+    /// the binary gives each shard its share of `strait.memory.bytes`. The shard's memory for
+    /// record data stays within this plus one oversized batch.
     pub memory_budget_bytes: usize,
     /// How often progress, mappings and counters go to control. Default 200 ms.
     pub report_interval_ms: u64,
@@ -184,6 +185,15 @@ fn defer_idle_fetch(
     !any_has_data
         && any_backlogged
         && last_sent.is_some_and(|at| now.saturating_duration_since(at) < max_wait)
+}
+
+/// The response size a new fetch may ask for, or `None` to wait for memory to be freed. A fetch
+/// goes out once a whole partition's worth fits (or the whole budget, when one partition's
+/// worth is larger than the budget: a shard must not wait for room it can never have).
+fn fetch_room(budget_bytes: usize, used_bytes: usize, settings: FetchSettings) -> Option<usize> {
+    let remaining = budget_bytes.saturating_sub(used_bytes);
+    let floor = (settings.partition_max_bytes.max(1) as usize).min(budget_bytes.max(1));
+    (remaining >= floor).then(|| (settings.max_bytes.max(1) as usize).min(remaining))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -671,15 +681,13 @@ impl Shard {
                 continue;
             };
             let settings = self.slots[&keys[0]].p.fetch;
-            let remaining = self
-                .cfg
-                .memory_budget_bytes
-                .saturating_sub(self.in_use.get() + self.reserved);
-            let floor = settings.partition_max_bytes.max(1) as usize;
-            if remaining < floor {
+            let Some(max_bytes) = fetch_room(
+                self.cfg.memory_budget_bytes,
+                self.in_use.get() + self.reserved,
+                settings,
+            ) else {
                 continue; // wait for produced batches to free memory
-            }
-            let max_bytes = (settings.max_bytes.max(1) as usize).min(remaining);
+            };
             // Rotate so that a large batch of a later partition eventually leads a response
             // (the broker returns an oversized batch whole only for the first partition).
             self.rotation = self.rotation.wrapping_add(1);
@@ -1168,5 +1176,25 @@ mod tests {
         // A non-positive wait never defers.
         assert!(!defer_idle_fetch(false, true, Some(t0), t0, 0));
         assert!(!defer_idle_fetch(false, true, Some(t0), t0, -1));
+    }
+
+    #[test]
+    fn fetch_room_is_bounded_by_the_budget_and_never_waits_for_the_impossible() {
+        let s = FetchSettings {
+            partition_max_bytes: 1 << 20,
+            max_bytes: 50 << 20,
+            ..FetchSettings::default()
+        };
+        assert_eq!(fetch_room(64 << 20, 0, s), Some(50 << 20));
+        assert_eq!(fetch_room(64 << 20, 60 << 20, s), Some(4 << 20));
+        assert_eq!(fetch_room(64 << 20, (63 << 20) + 1, s), None);
+        assert_eq!(fetch_room(64 << 20, 80 << 20, s), None);
+        // One partition's worth is more than the whole budget: fetch when nothing is held.
+        let big = FetchSettings {
+            partition_max_bytes: 8 << 20,
+            ..s
+        };
+        assert_eq!(fetch_room(2 << 20, 0, big), Some(2 << 20));
+        assert_eq!(fetch_room(2 << 20, 1, big), None);
     }
 }
