@@ -906,6 +906,49 @@ mod tests {
         assert!(conn.send(&MetadataRequest::default(), 1).is_err());
     }
 
+    /// A count or length off the wire larger than the bytes left is an error before anything is
+    /// allocated (kafka-protocol as published would reserve the count and abort the process;
+    /// see vendor/README.md).
+    #[test]
+    fn hostile_counts_and_lengths_are_errors_not_allocations() {
+        let response = |version: i16, body: &[u8]| Response {
+            correlation_id: 1,
+            api_key: MetadataRequest::KEY,
+            api_version: version,
+            body: Bytes::copy_from_slice(body),
+        };
+        // v1: the brokers array claims i32::MAX entries.
+        let mut v1 = Vec::new();
+        v1.put_i32(i32::MAX);
+        v1.put_slice(&[0; 16]);
+        // v12 (flexible): throttle time, then a compact array of u32::MAX - 1 brokers.
+        let mut v12 = Vec::new();
+        v12.put_i32(0);
+        v12.put_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        v12.put_slice(&[0; 16]);
+        // v1: one broker whose host name claims 32 767 bytes.
+        let mut host = Vec::new();
+        host.put_i32(1);
+        host.put_i32(7);
+        host.put_i16(i16::MAX);
+        host.put_slice(b"broker");
+        for (version, body, says) in [
+            (1, v1, "bytes left"),
+            (12, v12, "bytes left"),
+            (1, host, "Not enough bytes"),
+        ] {
+            let err = response(version, &body)
+                .decode::<MetadataRequest>("127.0.0.1:9092")
+                .unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains(says), "{text}");
+            assert!(
+                text.contains("127.0.0.1:9092") && text.contains("Metadata"),
+                "{text}"
+            );
+        }
+    }
+
     #[test]
     fn requests_before_ready_are_refused() {
         let mut conn = Connection::new(params(None)).unwrap();
