@@ -141,11 +141,24 @@ fn topics_offsets_and_configs() {
             )
             .await
             .unwrap();
-            let cfgs = c
-                .describe_topic_configs(std::slice::from_ref(&topic))
-                .await
-                .unwrap();
-            let entries = cfgs[&topic].as_ref().unwrap();
+            // The controller applies the change; the broker answering DescribeConfigs learns it
+            // from the metadata log a moment later, so poll (bounded) for it.
+            let mut tries = 0;
+            let entries = loop {
+                let cfgs = c
+                    .describe_topic_configs(std::slice::from_ref(&topic))
+                    .await
+                    .unwrap();
+                let entries = cfgs[&topic].as_ref().unwrap().clone();
+                let compact = entries
+                    .iter()
+                    .any(|e| e.name == "cleanup.policy" && e.value.as_deref() == Some("compact"));
+                tries += 1;
+                if compact || tries == 50 {
+                    break entries;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            };
             let get = |n: &str| entries.iter().find(|e| e.name == n).unwrap().clone();
             assert_eq!(get("cleanup.policy").value.as_deref(), Some("compact"));
             assert!(get("retention.ms").is_default());
