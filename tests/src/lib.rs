@@ -83,6 +83,12 @@ impl Testbed {
     pub fn other_ca_pem(&self) -> PathBuf {
         PathBuf::from(self.var("STRAIT_TLS_OTHER_CA_PEM"))
     }
+    /// How long the brokers' SASL sessions last (`connections.max.reauth.ms`, KIP-368).
+    pub fn sasl_session_ms(&self) -> u64 {
+        self.var("STRAIT_SASL_SESSION_MS")
+            .parse()
+            .expect("STRAIT_SASL_SESSION_MS is a number")
+    }
     pub fn user(&self) -> &str {
         self.var("STRAIT_SASL_USER")
     }

@@ -10,6 +10,7 @@ use strait_dataplane::shard::{
     Assignment, ClusterEndpoint, FetchSettings, PartitionKey, ProduceSettings, ShardCommand,
     ShardConfig, ShardEvent, spawn_shard,
 };
+use strait_dataplane::wire::SaslMechanism;
 use strait_tests::{Testbed, backends, kafka_tool_ok, setup, unique};
 
 fn endpoint(alias: &str, addr: &str) -> Arc<ClusterEndpoint> {
@@ -175,5 +176,119 @@ fn forwards_console_producer_batches_on_both_drivers() {
             "{}: target records differ from source",
             backend.name()
         );
+    }
+}
+
+/// The test bed's brokers end SASL sessions after `STRAIT_SASL_SESSION_MS` (KIP-368) and close a
+/// connection at its first request after that. A shard that copies over SASL_SSL through several
+/// session lifetimes must move to fresh connections before each session ends: no request fails,
+/// so no connection is counted as lost, and every record arrives once.
+#[test]
+fn expiring_sasl_sessions_are_replaced_before_the_broker_closes_them() {
+    let tb = Testbed::get();
+    let session = Duration::from_millis(tb.sasl_session_ms());
+    let rounds = 3;
+    let per_round = 200;
+    for backend in backends() {
+        let topic = unique("shard-reauth");
+        let remote = format!("A.{topic}");
+        create(tb.source(), &topic, 1);
+        create(tb.target(), &remote, 1);
+        let sasl_endpoint = |alias: &str, addr: &str| {
+            let config = tb.sasl_ssl(SaslMechanism::ScramSha256);
+            let tls = setup(config.clone(), backend).tls;
+            Arc::new(ClusterEndpoint {
+                alias: alias.into(),
+                bootstrap: vec![addr.into()],
+                config,
+                tls,
+            })
+        };
+
+        let (ev_tx, ev_rx) = crossbeam_channel::bounded(64);
+        let mut cfg = ShardConfig::new(0, backend);
+        cfg.report_interval_ms = 50;
+        let shard = spawn_shard(cfg, ev_tx, 16).unwrap();
+        let key = PartitionKey::new(0, &topic, 0);
+        shard
+            .commands
+            .send(ShardCommand::Assign(Box::new(Assignment {
+                key: key.clone(),
+                source: sasl_endpoint("A", tb.source_sasl_ssl()),
+                target: sasl_endpoint("B", tb.target_sasl_ssl()),
+                target_topic: Arc::from(remote.as_str()),
+                start_offset: 0,
+                max_message_bytes: 1_048_588,
+                fetch: FetchSettings::default(),
+                produce: ProduceSettings::default(),
+            })))
+            .unwrap();
+
+        // Records arrive in rounds, one session lifetime apart, so that fetches and produces run
+        // on connections whose sessions expire.
+        let source = tb.source().to_string();
+        let producer_topic = topic.clone();
+        let producer = std::thread::spawn(move || {
+            for round in 0..rounds {
+                let lines: String = (0..per_round).map(|i| format!("r{round}-{i}\n")).collect();
+                kafka_tool_ok(
+                    "kafka-console-producer",
+                    &["--bootstrap-server", &source, "--topic", &producer_topic],
+                    Some(lines.as_bytes()),
+                );
+                std::thread::sleep(session);
+            }
+        });
+
+        let total = (rounds * per_round) as i64;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut last_stats = None;
+        let mut done = false;
+        while !(done && producer.is_finished()) {
+            assert!(
+                Instant::now() < deadline,
+                "{}: not caught up in time",
+                backend.name()
+            );
+            match ev_rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(ShardEvent::Report {
+                    progress, stats, ..
+                }) => {
+                    done |= progress
+                        .iter()
+                        .any(|p| p.key == key && p.next_offset == total);
+                    last_stats = Some(stats);
+                }
+                Ok(ShardEvent::PartitionFailed { error, .. }) => {
+                    panic!("{}: partition failed: {error}", backend.name())
+                }
+                Ok(_) | Err(_) => {}
+            }
+        }
+        producer.join().unwrap();
+        let stats = last_stats.expect("reports arrived");
+        assert_eq!(
+            stats.reconnects,
+            0,
+            "{}: a connection was lost (the broker closes one whose session expired): {stats:?}",
+            backend.name()
+        );
+        shard.commands.send(ShardCommand::Shutdown).unwrap();
+        loop {
+            match ev_rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("shard stops")
+            {
+                ShardEvent::Stopped { error, .. } => {
+                    assert_eq!(error, None);
+                    break;
+                }
+                _ => continue,
+            }
+        }
+        shard.thread.join().unwrap();
+
+        let dst = consume(tb.target(), &remote, rounds * per_round);
+        assert_eq!(dst.len(), rounds * per_round, "{}", backend.name());
     }
 }

@@ -361,13 +361,15 @@ impl Cluster {
         Context::new(&self.alias, api)
     }
 
-    /// A connection to `addr`, reusing a healthy one.
+    /// A connection to `addr`, reusing a healthy one. One whose SASL session ends soon is
+    /// replaced (its requests in flight finish on it; see `BrokerConn::should_replace`).
     pub async fn conn_to(
         &self,
         addr: &str,
     ) -> Result<BrokerConn, strait_dataplane::wire::WireError> {
         if let Some(c) = self.conns.borrow().get(addr)
             && !c.is_failed()
+            && !c.should_replace(std::time::Instant::now())
         {
             return Ok(c.clone());
         }

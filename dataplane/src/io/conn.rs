@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::protocol::Request;
@@ -92,7 +92,25 @@ struct Inner {
     max_in_flight: usize,
     request_timeout: Duration,
     versions: ApiVersions,
+    /// When to stop sending on this connection and open another, because the broker ends the
+    /// SASL session soon after (KIP-368); `None` when the session does not expire.
+    replace_at: Option<Instant>,
     shutdown: Box<dyn Fn()>,
+}
+
+/// When a connection whose SASL session lasts `session_lifetime_ms` from `authenticated_at`
+/// should be replaced. A broker closes a connection whose session has expired at its next
+/// request (KIP-368), which would fail everything in flight on it; strait does not
+/// re-authenticate in place, it moves to a fresh connection at 85 % of the lifetime (the Java
+/// client re-authenticates between 85 and 95 %), leaving time for requests in flight to finish.
+pub fn session_replace_at(
+    authenticated_at: Instant,
+    session_lifetime_ms: Option<i64>,
+) -> Option<Instant> {
+    let ms = u64::try_from(session_lifetime_ms?)
+        .ok()
+        .filter(|ms| *ms > 0)?;
+    Some(authenticated_at + Duration::from_millis(ms - ms * 15 / 100))
 }
 
 impl Drop for Inner {
@@ -234,6 +252,13 @@ impl BrokerConn {
     /// Whether the connection has failed (it will not recover; open a new one).
     pub fn is_failed(&self) -> bool {
         self.inner.shared.borrow().failed.is_some()
+    }
+
+    /// Whether new requests should go to a fresh connection because the broker will soon end
+    /// this one's SASL session ([`session_replace_at`]). Requests already in flight finish here:
+    /// the socket stays open until the last clone and pending response are dropped.
+    pub fn should_replace(&self, now: Instant) -> bool {
+        self.inner.replace_at.is_some_and(|at| now >= at)
     }
 
     /// Sends `req` at the negotiated version and waits for the decoded response.
@@ -463,9 +488,11 @@ async fn connect_with<T: Transport>(
     let transport = Rc::new(transport);
     let (write_tx, write_rx) = mpsc::unbounded_channel();
     let closer = transport.clone();
+    let replace_at = session_replace_at(Instant::now(), conn.session_lifetime_ms());
     let inner = Rc::new(Inner {
         broker: broker.to_string(),
         versions: conn.versions().clone(),
+        replace_at,
         shared: RefCell::new(Shared {
             conn,
             pending: VecDeque::new(),
@@ -559,5 +586,27 @@ async fn reader_task<T: Transport>(inner: Weak<Inner>, transport: Rc<T>) {
         for (tx, r) in delivered {
             let _ = tx.send(Ok(r));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sasl_session_is_replaced_at_85_percent_of_its_lifetime() {
+        let t0 = Instant::now();
+        assert_eq!(
+            session_replace_at(t0, Some(10_000)),
+            Some(t0 + Duration::from_millis(8_500))
+        );
+        assert_eq!(
+            session_replace_at(t0, Some(1)),
+            Some(t0 + Duration::from_millis(1))
+        );
+        // No lifetime (the broker's connections.max.reauth.ms is 0) or a nonsensical one.
+        assert_eq!(session_replace_at(t0, None), None);
+        assert_eq!(session_replace_at(t0, Some(0)), None);
+        assert_eq!(session_replace_at(t0, Some(-5)), None);
     }
 }

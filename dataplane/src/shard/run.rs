@@ -619,7 +619,12 @@ impl Shard {
         for (addr, alias) in needed {
             let start = match self.conns.get(&addr) {
                 None => true,
-                Some(Conn::Ready(c)) => c.is_failed(),
+                // A connection whose SASL session ends soon is replaced once its requests in
+                // flight have finished (`ready_conn` sends nothing new on it meanwhile): a produce
+                // on the new connection must not overtake one still in flight on the old.
+                Some(Conn::Ready(c)) => {
+                    c.is_failed() || (c.should_replace(now) && c.in_flight() == 0)
+                }
                 Some(Conn::Connecting) => false,
                 Some(Conn::Down { until }) => now >= *until,
             };
@@ -637,9 +642,9 @@ impl Shard {
         }
     }
 
-    fn ready_conn(&self, addr: &str) -> Option<BrokerConn> {
+    fn ready_conn(&self, addr: &str, now: Instant) -> Option<BrokerConn> {
         match self.conns.get(addr) {
-            Some(Conn::Ready(c)) if !c.is_failed() => Some(c.clone()),
+            Some(Conn::Ready(c)) if !c.is_failed() && !c.should_replace(now) => Some(c.clone()),
             _ => None,
         }
     }
@@ -698,7 +703,7 @@ impl Shard {
             ) {
                 continue;
             }
-            let Some(conn) = self.ready_conn(&addr) else {
+            let Some(conn) = self.ready_conn(&addr, now) else {
                 continue;
             };
             let settings = self.slots[&keys[0]].p.fetch;
@@ -799,7 +804,7 @@ impl Shard {
             }
         }
         for ((addr, flow), keys) in groups {
-            let Some(conn) = self.ready_conn(&addr) else {
+            let Some(conn) = self.ready_conn(&addr, now) else {
                 continue;
             };
             let version = match conn.version_for::<ProduceRequest>() {
