@@ -288,3 +288,38 @@ fn unreachable_cluster_names_what_was_tried() {
         );
     });
 }
+
+/// The test bed's brokers end SASL sessions after `STRAIT_SASL_SESSION_MS` and close a
+/// connection at its first request after that (KIP-368). The admin client moves to a fresh
+/// connection before then, so calls spread over several session lifetimes all succeed.
+#[test]
+fn calls_across_sasl_session_expiry_succeed() {
+    let tb = Testbed::get();
+    let session = std::time::Duration::from_millis(tb.sasl_session_ms());
+    on_each_backend(|backend| async move {
+        // One attempt per call: a retry on a fresh connection would hide a closed one.
+        let c = Cluster::new(
+            "source",
+            vec![tb.source_sasl_ssl().to_string()],
+            setup(tb.sasl_ssl(SaslMechanism::ScramSha512), backend),
+            RetryConfig {
+                max_attempts: 1,
+                ..RetryConfig::default()
+            },
+        );
+        let topic = unique("admin-reauth");
+        c.create_topic(NewTopic::new(&topic, 1), 30_000)
+            .await
+            .unwrap();
+        let until = std::time::Instant::now() + session * 5 / 2;
+        let mut calls = 0;
+        while std::time::Instant::now() < until {
+            c.refresh_metadata(Some(&[topic.as_str()]))
+                .await
+                .unwrap_or_else(|e| panic!("call {calls} over SASL_SSL failed: {e}"));
+            calls += 1;
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+        assert!(calls >= 10, "only {calls} calls");
+    });
+}

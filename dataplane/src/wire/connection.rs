@@ -268,6 +268,11 @@ impl Connection {
             Phase::SaslHandshake | Phase::SaslAuthenticate => {
                 "closed by the broker during SASL authentication".to_string()
             }
+            Phase::Ready if !self.in_flight.is_empty() && self.session_lifetime_ms > 0 => format!(
+                "closed by the broker with {} request(s) unanswered (the broker ends SASL sessions after {} ms, connections.max.reauth.ms: was the session over?)",
+                self.in_flight.len(),
+                self.session_lifetime_ms
+            ),
             Phase::Ready if !self.in_flight.is_empty() => format!(
                 "closed by the broker with {} request(s) unanswered (does the listener expect SASL? check security.protocol)",
                 self.in_flight.len()
@@ -889,6 +894,39 @@ mod tests {
         assert!(matches!(err, WireError::Authentication { .. }), "{err}");
         assert!(err.to_string().contains("Invalid username or password"));
         assert!(err.to_string().contains("127.0.0.1:9092"));
+    }
+
+    #[test]
+    fn a_limited_sasl_session_is_reported_and_named_when_the_broker_closes() {
+        let sasl = SaslConfig {
+            mechanism: SaslMechanism::Plain,
+            username: "alice".into(),
+            password: Secret::new("alice-secret"),
+        };
+        let mut conn = Connection::new(params(Some(sasl))).unwrap();
+        let mut broker = FakeBroker::new();
+        let reqs = broker.requests(conn.poll_transmit().unwrap());
+        deliver(
+            &mut conn,
+            &respond(reqs[0].0.correlation_id, 0, &versions_response(), 4),
+            64,
+        )
+        .unwrap();
+        let reqs = broker.requests(conn.poll_transmit().unwrap());
+        let hs = SaslHandshakeResponse::default();
+        deliver(&mut conn, &respond(reqs[0].0.correlation_id, 0, &hs, 1), 64).unwrap();
+        let reqs = broker.requests(conn.poll_transmit().unwrap());
+        let ok = SaslAuthenticateResponse::default().with_session_lifetime_ms(4_000);
+        deliver(&mut conn, &respond(reqs[0].0.correlation_id, 1, &ok, 2), 64).unwrap();
+        assert!(matches!(conn.poll_event(), Some(Event::Ready)));
+        assert_eq!(conn.session_lifetime_ms(), Some(4_000));
+
+        conn.send(&MetadataRequest::default(), 12).unwrap();
+        let text = conn.handle_eof().to_string();
+        assert!(
+            text.contains("connections.max.reauth.ms") && text.contains("4000 ms"),
+            "{text}"
+        );
     }
 
     #[test]
