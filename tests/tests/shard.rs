@@ -8,7 +8,7 @@ use strait_control::cluster::{Cluster, NewTopic, RetryConfig};
 use strait_dataplane::io::IoBackend;
 use strait_dataplane::shard::{
     Assignment, ClusterEndpoint, FetchSettings, PartitionKey, ProduceSettings, ShardCommand,
-    ShardConfig, ShardEvent, spawn_shard,
+    ShardConfig, ShardEvent, ShardHandle, spawn_shard,
 };
 use strait_dataplane::wire::SaslMechanism;
 use strait_tests::{Testbed, backends, kafka_tool_ok, setup, unique};
@@ -69,6 +69,57 @@ fn consume(addr: &str, topic: &str, n: usize) -> Vec<String> {
     lines
 }
 
+/// A shard (reporting every 50 ms) that copies partition 0 of `topic` to `remote` from offset 0.
+fn start_one_partition_shard(
+    backend: IoBackend,
+    topic: &str,
+    remote: &str,
+    source: Arc<ClusterEndpoint>,
+    target: Arc<ClusterEndpoint>,
+) -> (
+    ShardHandle,
+    crossbeam_channel::Receiver<ShardEvent>,
+    PartitionKey,
+) {
+    let (ev_tx, ev_rx) = crossbeam_channel::bounded(64);
+    let mut cfg = ShardConfig::new(0, backend);
+    cfg.report_interval_ms = 50;
+    let shard = spawn_shard(cfg, ev_tx, 16).unwrap();
+    let key = PartitionKey::new(0, topic, 0);
+    shard
+        .commands
+        .send(ShardCommand::Assign(Box::new(Assignment {
+            key: key.clone(),
+            source,
+            target,
+            target_topic: Arc::from(remote),
+            start_offset: 0,
+            max_message_bytes: 1_048_588,
+            fetch: FetchSettings::default(),
+            produce: ProduceSettings::default(),
+        })))
+        .unwrap();
+    (shard, ev_rx, key)
+}
+
+/// Shuts the shard down and checks that it stopped without an error.
+fn stop_shard(shard: ShardHandle, ev_rx: &crossbeam_channel::Receiver<ShardEvent>) {
+    shard.commands.send(ShardCommand::Shutdown).unwrap();
+    loop {
+        match ev_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("shard stops")
+        {
+            ShardEvent::Stopped { error, .. } => {
+                assert_eq!(error, None);
+                break;
+            }
+            _ => continue,
+        }
+    }
+    shard.thread.join().unwrap();
+}
+
 #[test]
 fn forwards_console_producer_batches_on_both_drivers() {
     let tb = Testbed::get();
@@ -99,24 +150,13 @@ fn forwards_console_producer_batches_on_both_drivers() {
             Some(lines.as_bytes()),
         );
 
-        let (ev_tx, ev_rx) = crossbeam_channel::bounded(64);
-        let mut cfg = ShardConfig::new(0, backend);
-        cfg.report_interval_ms = 50;
-        let shard = spawn_shard(cfg, ev_tx, 16).unwrap();
-        let key = PartitionKey::new(0, &topic, 0);
-        shard
-            .commands
-            .send(ShardCommand::Assign(Box::new(Assignment {
-                key: key.clone(),
-                source: endpoint("A", tb.source()),
-                target: endpoint("B", tb.target()),
-                target_topic: Arc::from(remote.as_str()),
-                start_offset: 0,
-                max_message_bytes: 1_048_588,
-                fetch: FetchSettings::default(),
-                produce: ProduceSettings::default(),
-            })))
-            .unwrap();
+        let (shard, ev_rx, key) = start_one_partition_shard(
+            backend,
+            &topic,
+            &remote,
+            endpoint("A", tb.source()),
+            endpoint("B", tb.target()),
+        );
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut mapped = 0u64;
         loop {
@@ -152,20 +192,7 @@ fn forwards_console_producer_batches_on_both_drivers() {
             }
         }
         assert_eq!(mapped, 500, "every record has an exact mapping");
-        shard.commands.send(ShardCommand::Shutdown).unwrap();
-        loop {
-            match ev_rx
-                .recv_timeout(Duration::from_secs(30))
-                .expect("shard stops")
-            {
-                ShardEvent::Stopped { error, .. } => {
-                    assert_eq!(error, None);
-                    break;
-                }
-                _ => continue,
-            }
-        }
-        shard.thread.join().unwrap();
+        stop_shard(shard, &ev_rx);
 
         let src = consume(tb.source(), &topic, 500);
         let dst = consume(tb.target(), &remote, 500);
@@ -205,24 +232,13 @@ fn expiring_sasl_sessions_are_replaced_before_the_broker_closes_them() {
             })
         };
 
-        let (ev_tx, ev_rx) = crossbeam_channel::bounded(64);
-        let mut cfg = ShardConfig::new(0, backend);
-        cfg.report_interval_ms = 50;
-        let shard = spawn_shard(cfg, ev_tx, 16).unwrap();
-        let key = PartitionKey::new(0, &topic, 0);
-        shard
-            .commands
-            .send(ShardCommand::Assign(Box::new(Assignment {
-                key: key.clone(),
-                source: sasl_endpoint("A", tb.source_sasl_ssl()),
-                target: sasl_endpoint("B", tb.target_sasl_ssl()),
-                target_topic: Arc::from(remote.as_str()),
-                start_offset: 0,
-                max_message_bytes: 1_048_588,
-                fetch: FetchSettings::default(),
-                produce: ProduceSettings::default(),
-            })))
-            .unwrap();
+        let (shard, ev_rx, key) = start_one_partition_shard(
+            backend,
+            &topic,
+            &remote,
+            sasl_endpoint("A", tb.source_sasl_ssl()),
+            sasl_endpoint("B", tb.target_sasl_ssl()),
+        );
 
         // Records arrive in rounds, one session lifetime apart, so that fetches and produces run
         // on connections whose sessions expire.
@@ -273,20 +289,7 @@ fn expiring_sasl_sessions_are_replaced_before_the_broker_closes_them() {
             "{}: a connection was lost (the broker closes one whose session expired): {stats:?}",
             backend.name()
         );
-        shard.commands.send(ShardCommand::Shutdown).unwrap();
-        loop {
-            match ev_rx
-                .recv_timeout(Duration::from_secs(30))
-                .expect("shard stops")
-            {
-                ShardEvent::Stopped { error, .. } => {
-                    assert_eq!(error, None);
-                    break;
-                }
-                _ => continue,
-            }
-        }
-        shard.thread.join().unwrap();
+        stop_shard(shard, &ev_rx);
 
         let dst = consume(tb.target(), &remote, rounds * per_round);
         assert_eq!(dst.len(), rounds * per_round, "{}", backend.name());

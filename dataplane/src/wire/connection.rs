@@ -855,12 +855,13 @@ mod tests {
         assert!(matches!(conn.poll_event(), Some(Event::Ready)));
     }
 
-    #[test]
-    fn sasl_failure_is_an_authentication_error() {
+    /// A PLAIN connection for `alice` with `password`, driven through ApiVersions and the SASL
+    /// handshake; returns it with the broker and its SaslAuthenticate request, to be answered.
+    fn up_to_sasl_authenticate(password: &str) -> (Connection, FakeBroker, (RequestHeader, Bytes)) {
         let sasl = SaslConfig {
             mechanism: SaslMechanism::Plain,
             username: "alice".into(),
-            password: Secret::new("wrong"),
+            password: Secret::new(password),
         };
         let mut conn = Connection::new(params(Some(sasl))).unwrap();
         let mut broker = FakeBroker::new();
@@ -875,9 +876,16 @@ mod tests {
         assert_eq!(reqs[0].0.request_api_key, ApiKey::SaslHandshake as i16);
         let hs = SaslHandshakeResponse::default();
         deliver(&mut conn, &respond(reqs[0].0.correlation_id, 0, &hs, 1), 64).unwrap();
-        let reqs = broker.requests(conn.poll_transmit().unwrap());
+        let mut reqs = broker.requests(conn.poll_transmit().unwrap());
         assert_eq!(reqs[0].0.request_api_key, ApiKey::SaslAuthenticate as i16);
-        let mut body = reqs[0].1.clone();
+        let auth = reqs.swap_remove(0);
+        (conn, broker, auth)
+    }
+
+    #[test]
+    fn sasl_failure_is_an_authentication_error() {
+        let (mut conn, _broker, auth_req) = up_to_sasl_authenticate("wrong");
+        let mut body = auth_req.1.clone();
         let auth = SaslAuthenticateRequest::decode(&mut body, 2).unwrap();
         assert_eq!(&auth.auth_bytes[..], b"\0alice\0wrong");
         let fail = SaslAuthenticateResponse::default()
@@ -887,7 +895,7 @@ mod tests {
             )));
         let err = deliver(
             &mut conn,
-            &respond(reqs[0].0.correlation_id, 1, &fail, 2),
+            &respond(auth_req.0.correlation_id, 1, &fail, 2),
             64,
         )
         .unwrap_err();
@@ -898,26 +906,9 @@ mod tests {
 
     #[test]
     fn a_limited_sasl_session_is_reported_and_named_when_the_broker_closes() {
-        let sasl = SaslConfig {
-            mechanism: SaslMechanism::Plain,
-            username: "alice".into(),
-            password: Secret::new("alice-secret"),
-        };
-        let mut conn = Connection::new(params(Some(sasl))).unwrap();
-        let mut broker = FakeBroker::new();
-        let reqs = broker.requests(conn.poll_transmit().unwrap());
-        deliver(
-            &mut conn,
-            &respond(reqs[0].0.correlation_id, 0, &versions_response(), 4),
-            64,
-        )
-        .unwrap();
-        let reqs = broker.requests(conn.poll_transmit().unwrap());
-        let hs = SaslHandshakeResponse::default();
-        deliver(&mut conn, &respond(reqs[0].0.correlation_id, 0, &hs, 1), 64).unwrap();
-        let reqs = broker.requests(conn.poll_transmit().unwrap());
+        let (mut conn, _broker, (header, _)) = up_to_sasl_authenticate("alice-secret");
         let ok = SaslAuthenticateResponse::default().with_session_lifetime_ms(4_000);
-        deliver(&mut conn, &respond(reqs[0].0.correlation_id, 1, &ok, 2), 64).unwrap();
+        deliver(&mut conn, &respond(header.correlation_id, 1, &ok, 2), 64).unwrap();
         assert!(matches!(conn.poll_event(), Some(Event::Ready)));
         assert_eq!(conn.session_lifetime_ms(), Some(4_000));
 
