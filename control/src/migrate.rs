@@ -563,24 +563,35 @@ async fn source_partitions(
     Ok(out)
 }
 
+/// The flow's clusters and an empty report, once neither replicator is running on the flow.
+async fn start_command(
+    cfg: &Mm2Config,
+    flow: &FlowConfig,
+    now_ms: i64,
+    command: &'static str,
+) -> Result<(Clusters, FlowReport), MigrateError> {
+    let c = clusters(cfg, flow)?;
+    if let Some(why) = active_replication(flow, &c.target, now_ms).await? {
+        return Err(MigrateError::Active {
+            flow: flow.name(),
+            command,
+            why,
+        });
+    }
+    let report = FlowReport {
+        flow: flow.name(),
+        ..FlowReport::default()
+    };
+    Ok((c, report))
+}
+
 /// `strait offsets import-mm2` for one flow.
 pub async fn import_mm2(
     cfg: &Mm2Config,
     flow: &FlowConfig,
     now_ms: i64,
 ) -> Result<FlowReport, MigrateError> {
-    let c = clusters(cfg, flow)?;
-    if let Some(why) = active_replication(flow, &c.target, now_ms).await? {
-        return Err(MigrateError::Active {
-            flow: flow.name(),
-            command: "import MM2's progress",
-            why,
-        });
-    }
-    let mut report = FlowReport {
-        flow: flow.name(),
-        ..FlowReport::default()
-    };
+    let (c, mut report) = start_command(cfg, flow, now_ms, "import MM2's progress").await?;
     let topic = flow.mm2_offsets_topic.value.clone();
     let md = c
         .target
@@ -682,18 +693,7 @@ pub async fn export_mm2(
     flow: &FlowConfig,
     now_ms: i64,
 ) -> Result<FlowReport, MigrateError> {
-    let c = clusters(cfg, flow)?;
-    if let Some(why) = active_replication(flow, &c.target, now_ms).await? {
-        return Err(MigrateError::Active {
-            flow: flow.name(),
-            command: "export strait's progress",
-            why,
-        });
-    }
-    let mut report = FlowReport {
-        flow: flow.name(),
-        ..FlowReport::default()
-    };
+    let (c, mut report) = start_command(cfg, flow, now_ms, "export strait's progress").await?;
     let progress_topic = progress::topic_name(&flow.source);
     let md = c
         .target
