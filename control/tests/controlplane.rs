@@ -23,7 +23,7 @@ use strait_control::offsets::connect::{
 };
 use strait_dataplane::batch::Record;
 use strait_dataplane::io::IoBackend;
-use strait_tests::{Testbed, kafka_tool_ok, setup, temp_file, unique};
+use strait_tests::{Testbed, kafka_tool_ok, setup, temp_file, testbed_clusters_config, unique};
 
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
 
@@ -336,28 +336,11 @@ fn until_caught_up(config: &Path) -> (ExitStatus, String) {
 /// chain of aliases does not contain the target, so several aliases for one physical cluster
 /// would copy each other's `x.heartbeats` topics into ever longer chains.
 fn config(s: &str, t: &str, body: &str) -> PathBuf {
-    config_with(
+    testbed_clusters_config(
         s,
         t,
         &format!("emit.heartbeats.enabled = false\nheartbeats.replication.enabled = false\n{body}"),
     )
-}
-
-fn config_with(s: &str, t: &str, body: &str) -> PathBuf {
-    let tb = Testbed::get();
-    temp_file(&format!(
-        "clusters = {s}, {t}\n\
-         {s}.bootstrap.servers = {}\n\
-         {t}.bootstrap.servers = {}\n\
-         replication.factor = 1\n\
-         checkpoints.topic.replication.factor = 1\n\
-         heartbeats.topic.replication.factor = 1\n\
-         offset-syncs.topic.replication.factor = 1\n\
-         strait.progress.topic.replication.factor = 1\n\
-         {body}\n",
-        tb.source(),
-        tb.target()
-    ))
 }
 
 /// A one-way flow `s->t` over `topics`, plus `extra` lines.
@@ -403,7 +386,7 @@ fn both_directions_copy_once_and_never_back() {
     // shared with every concurrent A->B test: a position another run left behind must not stop
     // this one, hence `earliest` (the data topics are new, so it changes nothing for them).
     // B->A does not replicate B's heartbeats topics, which other suites' aliases fill.
-    let cfg = config_with(
+    let cfg = testbed_clusters_config(
         "A",
         "B",
         &format!(

@@ -369,25 +369,38 @@ pub fn strait_produce() -> &'static JavaProgram {
 /// PLAINTEXT listeners, flow `A->B` enabled for `topics`, heartbeats off, every replication
 /// factor 1, and `extra` lines appended. Returns the file's path.
 pub fn testbed_mm2_config(topics: &str, extra: &str) -> PathBuf {
+    testbed_clusters_config(
+        "A",
+        "B",
+        &format!(
+            "A->B.enabled = true\n\
+             A->B.topics = {topics}\n\
+             B->A.emit.heartbeats.enabled = false\n\
+             # Tests share the test bed and the aliases A and B: replicating A's `heartbeats` from\n\
+             # every test would make them share its progress too. Tests about heartbeats turn\n\
+             # these back on in `extra` (the last value wins).\n\
+             emit.heartbeats.enabled = false\n\
+             heartbeats.replication.enabled = false\n\
+             {extra}"
+        ),
+    )
+}
+
+/// An `mm2.properties` naming the test bed's source cluster `source_alias` and its target
+/// `target_alias`, with every replication factor at 1 (one broker each) and `body` appended.
+/// Returns the file's path.
+pub fn testbed_clusters_config(source_alias: &str, target_alias: &str, body: &str) -> PathBuf {
     let tb = Testbed::get();
     temp_file(&format!(
-        "clusters = A, B\n\
-         A.bootstrap.servers = {}\n\
-         B.bootstrap.servers = {}\n\
-         A->B.enabled = true\n\
-         A->B.topics = {topics}\n\
-         B->A.emit.heartbeats.enabled = false\n\
-         # Tests share the test bed and the aliases A and B: replicating A's `heartbeats` from\n\
-         # every test would make them share its progress too. Tests about heartbeats turn\n\
-         # these back on in `extra` (the last value wins).\n\
-         emit.heartbeats.enabled = false\n\
-         heartbeats.replication.enabled = false\n\
+        "clusters = {source_alias}, {target_alias}\n\
+         {source_alias}.bootstrap.servers = {}\n\
+         {target_alias}.bootstrap.servers = {}\n\
          replication.factor = 1\n\
          checkpoints.topic.replication.factor = 1\n\
          heartbeats.topic.replication.factor = 1\n\
          offset-syncs.topic.replication.factor = 1\n\
          strait.progress.topic.replication.factor = 1\n\
-         {extra}\n",
+         {body}\n",
         tb.source(),
         tb.target()
     ))
