@@ -94,6 +94,28 @@ pub struct ConsumeReport {
     pub stop_reason: Option<String>,
 }
 
+impl ConsumeReport {
+    /// Nothing read yet; the topic was ready at `topic_ready_us`.
+    fn empty(topic_ready_us: u64) -> Self {
+        ConsumeReport {
+            distinct: 0,
+            duplicates: 0,
+            unexpected: 0,
+            warmup_records: 0,
+            bytes: 0,
+            wire_bytes: 0,
+            batches: 0,
+            first_arrival_us: None,
+            last_arrival_us: None,
+            topic_ready_us,
+            latency: Latency::new(),
+            series: Vec::new(),
+            complete: false,
+            stop_reason: None,
+        }
+    }
+}
+
 /// Summary fields for JSON.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencySummary {
@@ -141,20 +163,9 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
 
     // Wait for the replicator to create the topic.
     let early_stop = |reason: String, series: Series| ConsumeReport {
-        distinct: 0,
-        duplicates: 0,
-        unexpected: 0,
-        warmup_records: 0,
-        bytes: 0,
-        wire_bytes: 0,
-        batches: 0,
-        first_arrival_us: None,
-        last_arrival_us: None,
-        topic_ready_us: 0,
-        latency: Latency::new(),
         series: series.into_points(),
-        complete: false,
         stop_reason: Some(reason),
+        ..ConsumeReport::empty(0)
     };
     let leaders = loop {
         let now = now_us();
@@ -199,22 +210,7 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
 
     let mut seen = Seen::new(spec.expected).map_err(|e| anyhow!(e))?;
     let mut latency = Latency::new();
-    let mut report = ConsumeReport {
-        distinct: 0,
-        duplicates: 0,
-        unexpected: 0,
-        warmup_records: 0,
-        bytes: 0,
-        wire_bytes: 0,
-        batches: 0,
-        first_arrival_us: None,
-        last_arrival_us: None,
-        topic_ready_us,
-        latency: Latency::new(),
-        series: Vec::new(),
-        complete: false,
-        stop_reason: None,
-    };
+    let mut report = ConsumeReport::empty(topic_ready_us);
     let mut fetches: FuturesUnordered<FetchFut> = FuturesUnordered::new();
     for addr in conns.keys() {
         fetches.push(fetch(&conns[addr], &spec.topic, &parts[addr], spec)?);

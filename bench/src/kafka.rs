@@ -50,24 +50,14 @@ pub async fn create_topic(
     partitions: i32,
     configs: &[(&str, &str)],
 ) -> Result<()> {
-    let r = cluster
-        .create_topics(
-            &[NewTopic {
-                name: topic.to_string(),
-                partitions,
-                replication_factor: 1,
-                configs: configs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            }],
-            60_000,
-        )
+    let new = configs.iter().fold(
+        NewTopic::new(topic, partitions).replication_factor(1),
+        |t, (k, v)| t.config(k, v),
+    );
+    cluster
+        .create_topic(new, 60_000)
         .await
         .with_context(|| format!("creating topic {topic} on {}", cluster.alias()))?;
-    for (name, res) in r {
-        res.with_context(|| format!("creating topic {name} on {}", cluster.alias()))?;
-    }
     Ok(())
 }
 

@@ -70,25 +70,14 @@ fn cluster(addr: &str) -> Cluster {
 /// Creates `topic` with `partitions` partitions (replication factor 1) and topic `configs`.
 pub fn create_topic(addr: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
     run(async {
-        let c = cluster(addr);
-        let r = c
-            .create_topics(
-                &[NewTopic {
-                    name: topic.to_string(),
-                    partitions,
-                    replication_factor: 1,
-                    configs: configs
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                }],
-                30_000,
-            )
+        let new = configs.iter().fold(
+            NewTopic::new(topic, partitions).replication_factor(1),
+            |t, (k, v)| t.config(k, v),
+        );
+        cluster(addr)
+            .create_topic(new, 30_000)
             .await
             .unwrap_or_else(|e| panic!("create {topic} on {addr}: {e}"));
-        for (name, res) in r {
-            res.unwrap_or_else(|e| panic!("create {name} on {addr}: {e}"));
-        }
     })
 }
 
