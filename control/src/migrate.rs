@@ -895,6 +895,15 @@ mod tests {
         [n; 16]
     }
 
+    /// A stored position with no known target offset.
+    fn entry(next_offset: i64, id: u8) -> Entry {
+        Entry {
+            next_offset,
+            topic_id: ids(id),
+            target_offset: -1,
+        }
+    }
+
     #[test]
     fn import_rows() {
         let key = |t: &str, p| connect::source_offset_key(MIRROR_SOURCE_CONNECTOR, "A", t, p);
@@ -926,23 +935,9 @@ mod tests {
         .into_iter()
         .collect();
         let existing: BTreeMap<TopicPartition, Entry> = [
-            (
-                TopicPartition::new("t", 1),
-                Entry {
-                    next_offset: 20,
-                    topic_id: ids(1),
-                    target_offset: -1,
-                },
-            ),
+            (TopicPartition::new("t", 1), entry(20, 1)),
             // An entry of an older topic id is not "what strait had".
-            (
-                TopicPartition::new("t", 0),
-                Entry {
-                    next_offset: 5,
-                    topic_id: ids(9),
-                    target_offset: -1,
-                },
-            ),
+            (TopicPartition::new("t", 0), entry(5, 9)),
         ]
         .into_iter()
         .collect();
@@ -989,38 +984,10 @@ mod tests {
     #[test]
     fn export_rows() {
         let entries: BTreeMap<TopicPartition, Entry> = [
-            (
-                TopicPartition::new("t", 0),
-                Entry {
-                    next_offset: 42,
-                    topic_id: ids(1),
-                    target_offset: -1,
-                },
-            ),
-            (
-                TopicPartition::new("t", 1),
-                Entry {
-                    next_offset: 0,
-                    topic_id: ids(1),
-                    target_offset: -1,
-                },
-            ),
-            (
-                TopicPartition::new("new", 0),
-                Entry {
-                    next_offset: 5,
-                    topic_id: ids(2),
-                    target_offset: -1,
-                },
-            ),
-            (
-                TopicPartition::new("gone", 0),
-                Entry {
-                    next_offset: 5,
-                    topic_id: ids(3),
-                    target_offset: -1,
-                },
-            ),
+            (TopicPartition::new("t", 0), entry(42, 1)),
+            (TopicPartition::new("t", 1), entry(0, 1)),
+            (TopicPartition::new("new", 0), entry(5, 2)),
+            (TopicPartition::new("gone", 0), entry(5, 3)),
         ]
         .into_iter()
         .collect();
