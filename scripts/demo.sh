@@ -6,6 +6,7 @@
 #   DEMO_RECORDS     records to produce with kafka-producer-perf-test [200000]
 #   DEMO_PARTITIONS  partitions of the demo topic [4]
 #   DEMO_CODEC       producer compression: none, gzip, snappy, lz4, zstd [lz4]
+#   DEMO_STRAIT_BIN  an existing strait binary to run instead of building a release one
 # The test bed is left running; stop it with scripts/testbed down.
 set -euo pipefail
 STRAIT_PROG=demo
@@ -28,9 +29,14 @@ cd "$STRAIT_REPO_ROOT"
 
 say() { printf '\n==> %s\n' "$*"; }
 
-say "building strait (release)"
-cargo build --release -p strait-control --bin strait
-strait_bin="$STRAIT_REPO_ROOT/target/release/strait"
+if [[ -n "${DEMO_STRAIT_BIN:-}" ]]; then
+  strait_bin="$DEMO_STRAIT_BIN"
+  [[ -x "$strait_bin" ]] || strait_die "DEMO_STRAIT_BIN=$strait_bin is not an executable"
+else
+  say "building strait (release)"
+  cargo build --release -p strait-control --bin strait
+  strait_bin="$STRAIT_REPO_ROOT/target/release/strait"
+fi
 
 say "starting the test bed"
 "$STRAIT_SCRIPTS_DIR/fetch-kafka"
@@ -52,9 +58,13 @@ say "creating $topic ($partitions partitions) on the source and producing traffi
   --num-records "$records" --record-size 512 --throughput -1 \
   --producer-props "bootstrap.servers=$src" "compression.type=$codec" linger.ms=10 batch.size=65536 |
   tail -n 1
-# A few records with keys and headers, so the sample below shows them.
+# A few records with keys and headers in a one-partition topic of their own, so that the sample
+# below shows exactly them (the perf records above have neither).
+keyed="$topic-keyed"
+"$STRAIT_SCRIPTS_DIR/kafka-tool" kafka-topics --bootstrap-server "$src" --create \
+  --topic "$keyed" --partitions 1 --replication-factor 1 >/dev/null
 printf 'app:demo,run:%s\tkey-%s\tvalue-%s\n' "$run_id" 1 1 "$run_id" 2 2 "$run_id" 3 3 |
-  "$STRAIT_SCRIPTS_DIR/kafka-tool" kafka-console-producer --bootstrap-server "$src" --topic "$topic" \
+  "$STRAIT_SCRIPTS_DIR/kafka-tool" kafka-console-producer --bootstrap-server "$src" --topic "$keyed" \
     --property parse.key=true --property parse.headers=true >/dev/null
 
 cat >"$work/mm2.properties" <<PROPS
@@ -94,7 +104,11 @@ echo "target $remote (end offsets):"
 sum() { awk -F: '{s += $3} END {print s}'; }
 n_src=$("$STRAIT_SCRIPTS_DIR/kafka-tool" kafka-get-offsets --bootstrap-server "$src" --topic "$topic" | sum)
 n_dst=$("$STRAIT_SCRIPTS_DIR/kafka-tool" kafka-get-offsets --bootstrap-server "$dst" --topic "$remote" | sum)
-echo "the last records on the target, with headers and keys:"
+echo "the keyed records on the target (source.$keyed), headers, key and value:"
+"$STRAIT_SCRIPTS_DIR/kafka-tool" kafka-console-consumer --bootstrap-server "$dst" --topic "source.$keyed" \
+  --from-beginning --max-messages 3 --timeout-ms 10000 \
+  --property print.key=true --property print.headers=true 2>/dev/null | cut -c1-100 || true
+echo "a record of $topic on the target (perf-test data: no key, no headers):"
 "$STRAIT_SCRIPTS_DIR/kafka-tool" kafka-console-consumer --bootstrap-server "$dst" --topic "$remote" \
   --partition 0 --offset earliest --max-messages 1 --timeout-ms 10000 \
   --property print.key=true --property print.headers=true 2>/dev/null | cut -c1-100 || true

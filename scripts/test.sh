@@ -3,8 +3,11 @@
 # workspace against a real Apache Kafka test bed (scripts/testbed).
 #
 # Steps: cargo fmt --check, cargo clippy -D warnings, shellcheck of scripts/ (when installed),
-# fetch Kafka, build the tests, `testbed up`, cargo test --workspace --all-targets, and
-# `testbed down` for the clusters this run started (a test bed that was already up is left up).
+# fetch Kafka, install Toxiproxy, build the tests, `testbed up`, `oldkafka up 2.8` (the old-cluster
+# tests' source; 3.9 runs in scripts/test-old-kafka), cargo test --workspace --all-targets, then the
+# short fault suite (`testbed up fsource ftarget`, tests/tests/faults.rs with
+# STRAIT_FAULTS_PROFILE=short, its table), and `testbed down` / `oldkafka down` for what this run
+# started (what was already up is left up).
 # A test bed that does not come up fails the run: tests are never skipped for want of Kafka.
 #
 # Environment:
@@ -34,12 +37,14 @@ cd "$STRAIT_REPO_ROOT"
 t0=$SECONDS
 step_name="start"
 started_file="$(mktemp "${TMPDIR:-/tmp}/strait-testbed-started.XXXXXX")"
+fault_started_file="$(mktemp "${TMPDIR:-/tmp}/strait-testbed-started.XXXXXX")"
 testbed_note="test bed: not started"
 
 stop_testbed() {
   local started=()
   [[ -f "$started_file" ]] && mapfile -t started <"$started_file"
-  rm -f "$started_file"
+  [[ -f "$fault_started_file" ]] && mapfile -t -O "${#started[@]}" started <"$fault_started_file"
+  rm -f "$started_file" "$fault_started_file"
   ((${#started[@]} > 0)) || return 0
   printf '\n==> testbed down %s (started by this run)\n' "${started[*]}" >&2
   if "$STRAIT_SCRIPTS_DIR/testbed" down "${started[@]}"; then
@@ -49,9 +54,12 @@ stop_testbed() {
   fi
 }
 
+old_kafka_started=0
 finish() {
   local rc=$?
   trap - EXIT INT TERM
+  # The Kafka 2.8 source of the old-cluster tests (control/tests/legacy.rs), if this run started it.
+  ((old_kafka_started == 0)) || "$STRAIT_SCRIPTS_DIR/oldkafka" down 2.8 || true
   stop_testbed
   if ((rc == 0)); then
     printf '\ntest.sh: PASSED: fmt, clippy and all tests in %s s (%s)\n' "$((SECONDS - t0))" "$testbed_note"
@@ -74,11 +82,14 @@ cargo fmt --all -- --check
 
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+# The fault scenarios are not a --workspace target (test = false in tests/Cargo.toml).
+cargo clippy -p strait-tests --test faults -- -D warnings
 
 step "shellcheck"
 if command -v shellcheck >/dev/null 2>&1; then
   shellcheck -x scripts/fetch-kafka scripts/testbed scripts/kafka-tool scripts/test.sh scripts/demo.sh \
-    scripts/lib/common.sh .ci/run
+    scripts/install-toxiproxy scripts/faults.sh scripts/lib/common.sh .ci/run scripts/oldkafka \
+    scripts/test-old-kafka
 else
   strait_log "shellcheck is not installed: the scripts were NOT linted (Debian: apt-get install shellcheck)"
 fi
@@ -86,9 +97,13 @@ fi
 step "fetch Kafka"
 "$STRAIT_SCRIPTS_DIR/fetch-kafka"
 
+step "install Toxiproxy"
+"$STRAIT_SCRIPTS_DIR/install-toxiproxy"
+
 # Compile before the brokers start, so compilation and two JVMs do not fight over 2 cores.
 step "build tests"
 cargo test --workspace --all-targets --no-run
+cargo test -p strait-tests --test faults --no-run
 
 step "testbed up"
 if ! "$STRAIT_SCRIPTS_DIR/testbed" up --started-file "$started_file"; then
@@ -100,7 +115,33 @@ testbed_note="test bed: already running, left up"
 eval "$("$STRAIT_SCRIPTS_DIR/testbed" env)"
 export STRAIT_REQUIRE_TESTBED=1
 
+step "old Kafka 2.8 up"
+if ! "$STRAIT_SCRIPTS_DIR/oldkafka" status 2.8 >/dev/null 2>&1; then
+  old_kafka_started=1
+  "$STRAIT_SCRIPTS_DIR/oldkafka" up 2.8
+fi
+
 step "cargo test"
 # RUST_TEST_THREADS rather than --test-threads: criterion benches (run once as tests here) take
 # no libtest flags.
 RUST_TEST_THREADS="$STRAIT_TEST_THREADS" cargo test --workspace --all-targets
+
+# The fault scenarios need the three-broker clusters; they are not part of --workspace (test =
+# false in tests/Cargo.toml) and run here, one at a time, in their short profile.
+step "fault clusters up"
+if ! "$STRAIT_SCRIPTS_DIR/testbed" up --started-file "$fault_started_file" fsource ftarget; then
+  strait_die "the fault clusters did not come up (see above; logs under $STRAIT_TESTBED_DIR); the fault tests need them, so the run fails"
+fi
+eval "$("$STRAIT_SCRIPTS_DIR/testbed" env)"
+
+# The short suite: one scenario per kind of fault, about 6 minutes on 2 cores. scripts/faults.sh
+# runs every scenario (and --full the long versions).
+SHORT_SUITE=(rolling_restart target_broker_killed_and_left_down strait_sigkilled_repeatedly target_black_hole slow_target)
+step "fault tests (short profile: ${SHORT_SUITE[*]})"
+fault_results="$STRAIT_TESTBED_DIR/faults/results-test-sh-$$.tsv"
+mkdir -p "$(dirname "$fault_results")"
+: >"$fault_results"
+STRAIT_FAULTS_PROFILE=short STRAIT_FAULTS_RESULTS="$fault_results" \
+  cargo test -p strait-tests --test faults -- --test-threads=1 --exact "${SHORT_SUITE[@]}"
+printf '\nfault scenarios (short profile; scenario, produced, source, found, lost, duplicated, out of order, recovery s, max RSS MiB, notes):\n' >&2
+cat "$fault_results" >&2

@@ -2,6 +2,7 @@
 //! strait and MirrorMaker 2 on the same brokers and records throughput, latency, CPU and
 //! memory. See `perf/README.md` for how to run it and how to read the results.
 #![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 pub mod consumer;
 pub mod kafka;

@@ -1,6 +1,7 @@
 //! `strait-bench`: produce, consume, run a scenario against strait and MirrorMaker 2, and
 //! write the results table. `strait-bench help` lists the commands.
 #![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 use std::path::{Path, PathBuf};
 
@@ -358,6 +359,7 @@ fn cmd_consume(a: ConsumeArgs, target: &str, backend: IoBackend) -> Result<()> {
     Ok(())
 }
 
+#[allow(clippy::too_many_lines)] // not split yet: notes/layout.md lists it
 fn cmd_run(
     a: RunArgs,
     source: String,

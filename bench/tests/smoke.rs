@@ -5,6 +5,7 @@
 //! Needs the test bed (`scripts/testbed up`; `STRAIT_TESTBED_DIR` says where) and the `strait`
 //! binary next to `strait-bench` (`cargo test --workspace` builds it, because strait-control
 //! has integration tests). Fails, never skips, when either is missing.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,19 +1,36 @@
 //! strait control plane: MM2 configuration, the admin client, replication policies and filters,
 //! topic management, offset translation, heartbeats, progress, the REST API and metrics.
+//!
+//! Layers, top first; a module uses only modules below it (`tests/layers.rs` checks this and
+//! that no module cycle exists):
+//!
+//! | layer | modules | duty |
+//! |---|---|---|
+//! | commands | [`commands`] | `strait offsets import-mm2/export-mm2/translate`, `strait ctl`, `strait check --connect` (`check` is [`config::check()`]) |
+//! | run | [`run`] | `strait run`: start-up, the control loop, assignment, shard events, shutdown |
+//! | duties, api | [`duties`], [`api`] | periodic work (`due(now)` then `tick`); REST and `/metrics` |
+//! | plan | [`plan`] | a resolved flow reduced to what the control loop runs |
+//! | store | [`store`] | internal-topic IO: records, progress, liveness, topic creation, loading MM2's topics |
+//! | cluster, offsets | [`cluster`], [`offsets`] | the admin client (and group calls); offset formats, mapping and translation (pure) |
+//! | group | [`group`] | groups of instances: member codec, assignment, membership, config digest (pure) |
+//! | config | [`config`] | `mm2.properties` with MM2's rules |
+//! | mm2 | [`mm2`] | replication policies and filters (pure) |
+//! | model, time | [`model`], [`time`] | value types; the `Every` timer (pure) |
 #![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 pub mod api;
 pub mod cluster;
+pub mod commands;
+// config/'s long functions (check's report, the flow resolver) are not split yet (issue 12).
+#[allow(clippy::too_many_lines)]
 pub mod config;
-pub mod filter;
-pub mod heartbeat;
-pub mod internal;
-pub mod migrate;
+pub mod duties;
+pub mod group;
+pub mod mm2;
+pub mod model;
 pub mod offsets;
 pub mod plan;
-pub mod policy;
-pub mod progress;
-pub mod recover;
-pub mod replicate;
-pub mod topics;
-pub mod translate;
+pub mod run;
+pub mod store;
+pub mod time;

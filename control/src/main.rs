@@ -1,4 +1,6 @@
 //! The `strait` binary.
+#![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -6,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use strait_control::config::{self, OnLostPosition};
-use strait_control::replicate::{self, RunOptions};
+use strait_control::run::{self as replicate, RunOptions};
 use strait_dataplane::io::{IoChoice, select_backend};
 
 #[derive(Parser, Debug)]
@@ -16,8 +18,18 @@ use strait_dataplane::io::{IoChoice, select_backend};
     about = "Kafka replication, drop-in for MirrorMaker 2"
 )]
 struct Cli {
+    /// Log format on stderr: `text` (coloured only on a terminal, never when `NO_COLOR` is set)
+    /// or `json` (one JSON object per line, for log pipelines).
+    #[arg(long, value_enum, global = true, default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -36,17 +48,102 @@ enum Command {
         /// Shard threads (overrides strait.shards; default one per allowed CPU).
         #[arg(long)]
         shards: Option<usize>,
+        /// Without a terminal on stderr, log a `progress` line (records/s, MiB/s, lag, ETA with
+        /// --until-caught-up) every this many seconds; on a terminal progress is drawn live.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        progress_interval: u64,
     },
     /// Validate a config file and print the effective configuration per flow.
     Check {
         #[arg(long)]
         config: PathBuf,
+        /// Also connect to the clusters of every enabled flow as the configured principal and
+        /// list each permission strait needs there and whether it is granted (exit 1 if any is
+        /// missing or a cluster cannot be reached).
+        #[arg(long)]
+        connect: bool,
     },
     /// Consumer-group offsets across a flow, and progress between MirrorMaker 2 and strait.
     Offsets {
         #[command(subcommand)]
         command: OffsetsCommand,
     },
+    /// Control a running strait through its REST API: status, pause, resume, stop, offsets,
+    /// reload.
+    Ctl(CtlArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct CtlArgs {
+    /// The API's address (host:port); default strait.api.listen of --config, else
+    /// 127.0.0.1:8787.
+    #[arg(long, global = true)]
+    api: Option<String>,
+    /// Read the API address from this mm2.properties (strait.api.listen).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// A file holding the bearer token (strait.api.token); default $STRAIT_API_TOKEN.
+    #[arg(long, global = true)]
+    token_file: Option<PathBuf>,
+    /// Talk HTTPS to an API with strait.api.ssl.keystore.location set, trusting the CA
+    /// certificates of this PEM file (the certificate must name the --api host).
+    #[arg(long, global = true)]
+    tls_ca: Option<PathBuf>,
+    /// Print the API's JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: CtlCommand,
+}
+
+/// A flow, optionally narrowed to a topic or one partition.
+#[derive(clap::Args, Debug)]
+struct CtlScope {
+    /// The flow, `source->target`.
+    flow: String,
+    #[arg(long)]
+    topic: Option<String>,
+    #[arg(long)]
+    partition: Option<i32>,
+}
+
+#[derive(Subcommand, Debug)]
+enum CtlCommand {
+    /// Every flow (or one) with its partitions' state, positions, lag and records copied.
+    Status {
+        /// Only this flow.
+        flow: Option<String>,
+    },
+    /// Stop fetching (what was fetched is still produced).
+    Pause(CtlScope),
+    /// Fetch and produce again.
+    Resume(CtlScope),
+    /// Stop fetching and producing and flush the progress (offsets can be changed then).
+    Stop(CtlScope),
+    /// A flow's stored offsets, or change them (the partitions must be stopped).
+    Offsets {
+        #[command(subcommand)]
+        command: CtlOffsets,
+    },
+    /// Re-read the config file and apply what changed without a restart (as SIGHUP does); a
+    /// file with errors, or a change of a setting fixed until restart, is refused.
+    Reload,
+}
+
+#[derive(Subcommand, Debug)]
+enum CtlOffsets {
+    /// The stored next source offset of every partition of a flow.
+    Get { flow: String },
+    /// Set one partition's next source offset (rewind, or skip past a record).
+    Set {
+        #[command(flatten)]
+        scope: CtlScope,
+        #[arg(long)]
+        offset: i64,
+    },
+    /// Reset one partition (or, without --topic, every partition of the flow) to
+    /// auto.offset.reset.
+    Reset(CtlScope),
 }
 
 #[derive(Subcommand, Debug)]
@@ -92,21 +189,44 @@ enum IoArg {
     Epoll,
 }
 
+/// Colour codes only for a person at a terminal: a file or a log collector gets plain text,
+/// and `NO_COLOR` (any non-empty value, <https://no-color.org>) turns them off everywhere.
+fn use_colour() -> bool {
+    use std::io::IsTerminal as _;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(use_colour()).init(),
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+    }
+}
+
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    init_logging(cli.log_format);
     match cli.command {
-        Command::Check { config } => {
+        Command::Check { config, connect } => {
             let report = config::check(&config);
             print!("{report}");
             if report.has_errors() {
                 ExitCode::from(1)
+            } else if connect {
+                check_connect(&config).unwrap_or_else(|e| {
+                    eprintln!("strait: {e:#}");
+                    ExitCode::from(3)
+                })
             } else {
                 ExitCode::SUCCESS
             }
@@ -129,12 +249,23 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Ctl(args) => ctl(args),
         Command::Run {
             config,
             until_caught_up,
             io,
             shards,
-        } => match run(config, until_caught_up, io, shards) {
+            progress_interval,
+        } => match run(
+            config,
+            RunArgs {
+                until_caught_up,
+                io,
+                shards,
+                progress_interval,
+            },
+            cli.log_format == LogFormat::Json,
+        ) {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("strait: {e:#}");
@@ -144,12 +275,134 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(
-    path: PathBuf,
+/// `strait ctl`: exit 0 on success, 1 when the API refused, 3 when it cannot be reached.
+fn ctl(args: CtlArgs) -> ExitCode {
+    use strait_control::commands::ctl::{self, CtlError, Target};
+    let client = match ctl_client(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("strait ctl: {e:#}");
+            return ExitCode::from(3);
+        }
+    };
+    let target = |s: &CtlScope| Target {
+        flow: s.flow.clone(),
+        topic: s.topic.clone(),
+        partition: s.partition,
+    };
+    let (result, render): (_, fn(&serde_json::Value) -> String) = match &args.command {
+        CtlCommand::Status { flow } => (client.status(flow.as_deref()), ctl::render_status),
+        CtlCommand::Pause(s) => (client.act(&target(s), "pause"), ctl::render_result),
+        CtlCommand::Resume(s) => (client.act(&target(s), "resume"), ctl::render_result),
+        CtlCommand::Stop(s) => (client.act(&target(s), "stop"), ctl::render_result),
+        CtlCommand::Offsets { command } => match command {
+            CtlOffsets::Get { flow } => (client.offsets(flow), ctl::render_offsets),
+            CtlOffsets::Set { scope, offset } => (
+                client.set_offset(&target(scope), Some(*offset)),
+                ctl::render_result,
+            ),
+            CtlOffsets::Reset(s) => (client.set_offset(&target(s), None), ctl::render_result),
+        },
+        CtlCommand::Reload => (client.reload(), ctl::render_reload),
+    };
+    match result {
+        Ok(v) if args.json => {
+            println!("{v:#}");
+            ExitCode::SUCCESS
+        }
+        Ok(v) => {
+            print!("{}", render(&v));
+            ExitCode::SUCCESS
+        }
+        Err(e @ (CtlError::Io { .. } | CtlError::BadResponse { .. })) => {
+            eprintln!("strait ctl: {e}");
+            ExitCode::from(3)
+        }
+        Err(e) => {
+            eprintln!("strait ctl: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The API's address and token from the arguments, the config and the environment.
+fn ctl_client(args: &CtlArgs) -> anyhow::Result<strait_control::commands::ctl::Client> {
+    let addr = match (&args.api, &args.config) {
+        (Some(a), _) => a.clone(),
+        (None, Some(path)) => {
+            let cfg = config::load(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+            cfg.strait
+                .api_listen
+                .value
+                .with_context(|| format!("strait.api.listen is disabled in {}", path.display()))?
+                .to_string()
+        }
+        (None, None) => "127.0.0.1:8787".to_string(),
+    };
+    let token = match &args.token_file {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read the token file {}", f.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => std::env::var("STRAIT_API_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty()),
+    };
+    let tls = match &args.tls_ca {
+        Some(ca) => Some(strait_control::commands::ctl::tls_trusting(ca)?),
+        None => None,
+    };
+    Ok(strait_control::commands::ctl::Client { addr, token, tls })
+}
+
+/// The API's key store from `strait.api.ssl.*`; passwords without a store are an error
+/// rather than silently unused.
+fn api_key_store(
+    s: &strait_control::config::StraitSettings,
+) -> anyhow::Result<Option<strait_control::api::ApiKeyStore>> {
+    let password = s.api_keystore_password.value.clone();
+    let key_password = s.api_key_password.value.clone();
+    match &s.api_keystore_location.value {
+        Some(path) => Ok(Some(strait_control::api::ApiKeyStore {
+            path: path.clone(),
+            password,
+            key_password,
+        })),
+        None if password.is_some() || key_password.is_some() => anyhow::bail!(
+            "strait.api.ssl.keystore.password or strait.api.ssl.key.password is set but strait.api.ssl.keystore.location is not"
+        ),
+        None => Ok(None),
+    }
+}
+
+/// `strait run`'s options besides the config file.
+struct RunArgs {
     until_caught_up: bool,
     io: Option<IoArg>,
     shards: Option<usize>,
-) -> anyhow::Result<ExitCode> {
+    progress_interval: u64,
+}
+
+/// Live progress: drawn on a terminal (text logs), else a log line every `interval_s`.
+fn progress_output(interval_s: u64, json_logs: bool) -> replicate::progress::ProgressOutput {
+    use replicate::progress::ProgressOutput;
+    use std::io::IsTerminal as _;
+    if !json_logs && std::io::stderr().is_terminal() {
+        ProgressOutput::Terminal
+    } else {
+        ProgressOutput::Log(std::time::Duration::from_secs(interval_s))
+    }
+}
+
+fn run(path: PathBuf, args: RunArgs, json_logs: bool) -> anyhow::Result<ExitCode> {
+    let RunArgs {
+        until_caught_up,
+        io,
+        shards,
+        progress_interval,
+    } = args;
     let cfg = match config::load(&path) {
         Ok(c) => c,
         Err(errors) => {
@@ -165,16 +418,7 @@ fn run(
     for w in &cfg.warnings {
         tracing::warn!("{w}");
     }
-    let choice = match io {
-        Some(IoArg::Auto) => IoChoice::Auto,
-        Some(IoArg::Uring) => IoChoice::Uring,
-        Some(IoArg::Epoll) => IoChoice::Epoll,
-        None => match cfg.strait.io.value {
-            config::IoBackend::Auto => IoChoice::Auto,
-            config::IoBackend::Uring => IoChoice::Uring,
-            config::IoBackend::Epoll => IoChoice::Epoll,
-        },
-    };
+    let choice = io_choice(io, &cfg);
     let selection = select_backend(choice).map_err(anyhow::Error::msg)?;
     if let Some(why) = &selection.fallback_reason {
         tracing::warn!("using epoll instead of io_uring: {why}");
@@ -183,7 +427,7 @@ fn run(
         0 => strait_dataplane::io::runtime::allowed_cores().len(),
         n => n as usize,
     });
-    let plans = strait_control::plan::plans(&cfg).map_err(anyhow::Error::msg)?;
+    let plans = strait_control::plan::plans(&cfg)?;
     if plans.is_empty() {
         eprintln!(
             "strait: no flow is enabled in {} (set <source>-><target>.enabled = true)",
@@ -191,7 +435,7 @@ fn run(
         );
         return Ok(ExitCode::from(1));
     }
-    let (heartbeats, hb_warnings) = strait_control::heartbeat::plans(&cfg);
+    let (heartbeats, hb_warnings) = strait_control::duties::heartbeats::plans(&cfg);
     for w in hb_warnings {
         tracing::warn!("{w}");
     }
@@ -204,7 +448,21 @@ fn run(
         reset_lost_positions: cfg.strait.on_lost_position.value == OnLostPosition::Earliest,
         heartbeats,
         api_listen: cfg.strait.api_listen.value,
+        api_token: cfg
+            .strait
+            .api_token
+            .value
+            .clone()
+            .map(strait_control::api::ApiToken::new),
+        api_queue: cfg.strait.api_command_queue.value as usize,
         api_required: cfg.strait.api_listen.is_from_file(),
+        api_tls: api_key_store(&cfg.strait)?,
+        metrics_enabled: cfg.strait.metrics_enabled.value,
+        metrics_per_partition: cfg.strait.metrics_per_partition.value,
+        stall_timeout_ms: cfg.strait.health_stall_timeout_ms.value,
+        group: Some(group_options(&cfg, &plans, &path)?),
+        config: Some(cfg.clone()),
+        progress: Some(progress_output(progress_interval, json_logs)),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -212,30 +470,123 @@ fn run(
         .context("cannot start the control runtime")?;
     let local = tokio::task::LocalSet::new();
     let outcome = local.block_on(&rt, replicate::run(plans, opts, shutdown_signal()))?;
+    Ok(report_outcome(&outcome, json_logs))
+}
+
+/// The group this run joins: `strait.group.*`, the coordination cluster's admin settings and
+/// the digest of the file that every member must share.
+fn group_options(
+    cfg: &config::Mm2Config,
+    plans: &[strait_control::plan::FlowPlan],
+    path: &Path,
+) -> anyhow::Result<replicate::group::GroupOptions> {
+    use strait_control::group::{digest, membership::Timings};
+    let s = &cfg.strait;
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let (file_digest, keys) = digest::of_properties(&config::properties::parse_bytes(&bytes));
+    let first_target = plans.first().map(|p| p.target.clone()).unwrap_or_default();
+    let cluster = s.group_cluster.value.clone().unwrap_or(first_target);
+    let (bootstrap, conn) = plans
+        .iter()
+        .find_map(|p| {
+            if p.target == cluster {
+                Some((p.target_bootstrap.clone(), p.target_admin.clone()))
+            } else if p.source == cluster {
+                Some((p.source_bootstrap.clone(), p.source_admin.clone()))
+            } else {
+                None
+            }
+        })
+        .with_context(|| {
+            format!("strait.group.cluster = {cluster} is not a cluster of any enabled flow")
+        })?;
+    let session = s.group_session_timeout_ms.value;
+    let heartbeat = s.group_heartbeat_interval_ms.value;
+    if u64::from(heartbeat) * 3 > u64::from(session) {
+        anyhow::bail!(
+            "strait.group.heartbeat.interval.ms = {heartbeat} must be at most a third of strait.group.session.timeout.ms = {session}"
+        );
+    }
+    let ms = |v: u32| std::time::Duration::from_millis(u64::from(v));
+    Ok(replicate::group::GroupOptions {
+        group_id: s
+            .group_id
+            .value
+            .clone()
+            .unwrap_or_else(|| format!("strait-{file_digest:016x}")),
+        cluster,
+        bootstrap,
+        conn,
+        timings: Timings {
+            session_timeout: ms(session),
+            heartbeat_interval: ms(heartbeat),
+            rebalance_timeout: ms(s.group_rebalance_timeout_ms.value),
+            retry_backoff: ms(heartbeat.min(1_000)),
+        },
+        digest: file_digest,
+        keys,
+    })
+}
+
+/// The IO backend: `--io`, else `strait.io`.
+fn io_choice(io: Option<IoArg>, cfg: &config::Mm2Config) -> IoChoice {
+    match io {
+        Some(IoArg::Auto) => IoChoice::Auto,
+        Some(IoArg::Uring) => IoChoice::Uring,
+        Some(IoArg::Epoll) => IoChoice::Epoll,
+        None => match cfg.strait.io.value {
+            config::IoBackend::Auto => IoChoice::Auto,
+            config::IoBackend::Uring => IoChoice::Uring,
+            config::IoBackend::Epoll => IoChoice::Epoll,
+        },
+    }
+}
+
+/// Prints how the run went (a summary line, or an event with `--log-format json`) and the
+/// partitions that stopped; exit status 2 when some did.
+fn report_outcome(outcome: &replicate::RunOutcome, json_logs: bool) -> ExitCode {
     let s = &outcome.stats;
-    eprintln!(
-        "strait: {} partitions; {} records in {} batches ({} fast, {} rebuilt), {} bytes",
-        outcome.partitions,
-        s.produced_records,
-        s.produced_batches,
-        s.fast_batches,
-        s.slow_batches,
-        s.produced_bytes
-    );
+    // Text mode ends with a line for people (and scripts that parse it); JSON mode logs the same
+    // numbers as an event, so that every stderr line stays one JSON object.
+    if json_logs {
+        tracing::info!(
+            partitions = outcome.partitions,
+            records = s.produced_records,
+            batches = s.produced_batches,
+            fast_batches = s.fast_batches,
+            rebuilt_batches = s.slow_batches,
+            bytes = s.produced_bytes,
+            "run finished"
+        );
+    } else {
+        eprintln!(
+            "strait: {} partitions; {} records in {} batches ({} fast, {} rebuilt), {} bytes",
+            outcome.partitions,
+            s.produced_records,
+            s.produced_batches,
+            s.fast_batches,
+            s.slow_batches,
+            s.produced_bytes
+        );
+    }
     if outcome.failed.is_empty() {
-        Ok(ExitCode::SUCCESS)
+        ExitCode::SUCCESS
     } else {
         for (p, e) in &outcome.failed {
-            eprintln!("strait: partition {p} stopped: {e}");
+            if json_logs {
+                tracing::error!(partition = %p, error = %e, "partition stopped");
+            } else {
+                eprintln!("strait: partition {p} stopped: {e}");
+            }
         }
-        Ok(ExitCode::from(2))
+        ExitCode::from(2)
     }
 }
 
 /// `strait offsets import-mm2` / `export-mm2`: exit 0 when done, 1 for config or usage
 /// errors, 3 for cluster errors, 4 when replication is active.
 fn migrate(path: PathBuf, flow: Option<String>, export: bool) -> anyhow::Result<ExitCode> {
-    use strait_control::migrate::{self, MigrateError};
+    use strait_control::commands::migrate::{self, MigrateError};
     let cfg = match config::load(&path) {
         Ok(c) => c,
         Err(errors) => {
@@ -263,12 +614,7 @@ fn migrate(path: PathBuf, flow: Option<String>, export: bool) -> anyhow::Result<
         eprintln!("strait: no flow is enabled in {}", path.display());
         return Ok(ExitCode::from(1));
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the runtime")?;
-    // The admin client's connections run as local tasks.
-    let local = tokio::task::LocalSet::new();
+    let (rt, local) = command_runtime()?;
     let mut code = ExitCode::SUCCESS;
     for f in flows {
         let now = std::time::SystemTime::now()
@@ -300,28 +646,59 @@ fn migrate(path: PathBuf, flow: Option<String>, export: bool) -> anyhow::Result<
     Ok(code)
 }
 
+/// `strait check --connect`: the permissions of every enabled flow, on stdout; exit 1 when one
+/// is missing or a cluster cannot be reached.
+fn check_connect(path: &Path) -> anyhow::Result<ExitCode> {
+    let Some(cfg) = load_or_report(path) else {
+        return Ok(ExitCode::from(1));
+    };
+    let (rt, local) = command_runtime()?;
+    let mut problems = 0;
+    for flow in cfg.flows.iter().filter(|f| f.enabled.value) {
+        let report = local.block_on(
+            &rt,
+            strait_control::commands::preflight::preflight(&cfg, flow),
+        )?;
+        print!("{report}");
+        problems += report.problems();
+    }
+    Ok(if problems == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
 /// `strait offsets translate`: exit 0 with the report on stdout, 1 for config errors, 3 for
 /// cluster errors or an unknown flow.
 fn offsets_translate(path: &Path, group: &str, flow: Option<&str>) -> anyhow::Result<ExitCode> {
-    let cfg = match config::load(path) {
-        Ok(c) => c,
-        Err(errors) => {
-            eprintln!("{errors}");
-            return Ok(ExitCode::from(1));
-        }
+    let Some(cfg) = load_or_report(path) else {
+        return Ok(ExitCode::from(1));
     };
+    let (rt, local) = command_runtime()?;
+    let report = local.block_on(
+        &rt,
+        strait_control::commands::translate::translate_command(&cfg, flow, group),
+    )?;
+    print!("{report}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The configuration of a one-shot command, or `None` after printing its errors (exit 1).
+fn load_or_report(path: &Path) -> Option<config::Mm2Config> {
+    config::load(path)
+        .map_err(|errors| eprintln!("{errors}"))
+        .ok()
+}
+
+/// The runtime of the one-shot admin commands: one thread, the admin client's connections as
+/// local tasks.
+fn command_runtime() -> anyhow::Result<(tokio::runtime::Runtime, tokio::task::LocalSet)> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
-    // The admin client's connections run as local tasks.
-    let local = tokio::task::LocalSet::new();
-    let report = local.block_on(
-        &rt,
-        strait_control::translate::translate_command(&cfg, flow, group),
-    )?;
-    print!("{report}");
-    Ok(ExitCode::SUCCESS)
+    Ok((rt, tokio::task::LocalSet::new()))
 }
 
 async fn shutdown_signal() {

@@ -1,79 +1,118 @@
 //! From a resolved `mm2.properties` to what the control loop runs.
+#![deny(clippy::disallowed_methods)]
 
-use strait_dataplane::shard::{FetchSettings, ProduceSettings};
+use strait_dataplane::shard::{
+    Acks as WireAcks, BackoffSettings, FetchSettings, IsolationLevel as WireIsolation,
+    ProduceSettings,
+};
+use strait_dataplane::wire::ConnConfig;
 
-use crate::config::{Acks, AutoOffsetReset, FlowConfig, IsolationLevel, Mm2Config};
-use crate::replicate::FlowPlan;
+use crate::config::{
+    Acks, AutoOffsetReset, ConsumerSettings, FlowConfig, IsolationLevel, Mm2Config,
+    ProducerSettings,
+};
+
+/// One enabled flow, reduced to what the control loop needs.
+pub struct FlowPlan {
+    /// The whole resolved flow configuration (intervals, filters, policy, client settings) for
+    /// the periodic duties.
+    pub config: FlowConfig,
+    pub source: String,
+    pub target: String,
+    /// Consumer-side connection to the source (fetching).
+    pub source_fetch: ConnConfig,
+    /// Producer-side connection to the target.
+    pub target_produce: ConnConfig,
+    pub source_admin: ConnConfig,
+    pub target_admin: ConnConfig,
+    pub source_bootstrap: Vec<String>,
+    pub target_bootstrap: Vec<String>,
+    /// Whether a source topic is replicated (filters, internal topics, cycles).
+    pub should_replicate: Box<dyn Fn(&str) -> bool>,
+    /// The remote name of a source topic.
+    pub remote_name: Box<dyn Fn(&str) -> String>,
+    /// Remote topics' replication factor (-1 = the target's default).
+    pub replication_factor: i16,
+    pub progress_replication_factor: i16,
+    pub fetch: FetchSettings,
+    pub produce: ProduceSettings,
+    /// `auto.offset.reset=earliest` (MM2's default) for partitions without progress.
+    pub start_at_earliest: bool,
+}
+
+impl std::fmt::Debug for FlowPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FlowPlan({}->{})", self.source, self.target)
+    }
+}
+
+/// Why a flow cannot be planned. Never retriable: the config must change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// A client the flow needs has no `bootstrap.servers`.
+    #[error("{flow}: {cluster}.bootstrap.servers is not set")]
+    NoBootstrap { flow: String, cluster: String },
+    /// `acks=0`: strait needs each batch's target offset back.
+    #[error("{flow}: acks=0 cannot work for strait: it needs each batch's target offset back")]
+    AcksNone { flow: String },
+    /// An `auto.offset.reset` strait does not implement (the config check refuses it too).
+    #[error(
+        "{flow}: auto.offset.reset={value} is not supported by strait (use earliest or latest)"
+    )]
+    OffsetReset { flow: String, value: String },
+}
 
 fn addrs(c: &crate::config::ClientConfig) -> Vec<String> {
     c.bootstrap_servers.iter().map(|a| a.to_string()).collect()
 }
 
+/// A client's `reconnect.backoff.*` and `retry.backoff.*` (validated as integers >= 0 by the
+/// config check; Kafka's defaults where unset).
+fn backoff(c: &crate::config::ClientConfig) -> BackoffSettings {
+    let d = BackoffSettings::default();
+    let get = |key: &str, default: u64| {
+        c.properties
+            .get(key)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(default)
+    };
+    BackoffSettings {
+        reconnect_ms: get("reconnect.backoff.ms", d.reconnect_ms),
+        reconnect_max_ms: get("reconnect.backoff.max.ms", d.reconnect_max_ms),
+        retry_ms: get("retry.backoff.ms", d.retry_ms),
+        retry_max_ms: get("retry.backoff.max.ms", d.retry_max_ms),
+    }
+}
+
 /// The plan of one enabled flow. Fails when a client the flow needs has no bootstrap servers.
-pub fn flow_plan(cfg: &Mm2Config, flow: &FlowConfig) -> Result<FlowPlan, String> {
+pub fn flow_plan(cfg: &Mm2Config, flow: &FlowConfig) -> Result<FlowPlan, PlanError> {
     let c = &flow.clients;
     let source_bootstrap = addrs(&c.source_consumer.client);
     let target_bootstrap = addrs(&c.target_producer.client);
     if source_bootstrap.is_empty() {
-        return Err(format!(
-            "{}: {}.bootstrap.servers is not set",
-            flow.name(),
-            flow.source
-        ));
+        return Err(PlanError::NoBootstrap {
+            flow: flow.name(),
+            cluster: flow.source.clone(),
+        });
     }
     if target_bootstrap.is_empty() {
-        return Err(format!(
-            "{}: {}.bootstrap.servers is not set",
-            flow.name(),
-            flow.target
-        ));
+        return Err(PlanError::NoBootstrap {
+            flow: flow.name(),
+            cluster: flow.target.clone(),
+        });
     }
     let consumer = &c.source_consumer;
-    let fetch = FetchSettings {
-        isolation_level: match consumer.isolation_level.value {
-            IsolationLevel::ReadCommitted => 1,
-            IsolationLevel::ReadUncommitted => 0,
-        },
-        max_wait_ms: consumer.fetch_max_wait_ms.value as i32,
-        min_bytes: consumer.fetch_min_bytes.value as i32,
-        max_bytes: consumer.fetch_max_bytes.value.min(i32::MAX as u32) as i32,
-        partition_max_bytes: consumer
-            .max_partition_fetch_bytes
-            .value
-            .min(i32::MAX as u32) as i32,
-    };
     let producer = &c.target_producer;
-    let acks = match producer.acks.value {
-        Acks::All => -1,
-        Acks::Leader => 1,
-        Acks::None => {
-            return Err(format!(
-                "{}: acks=0 cannot work for strait: it needs each batch's target offset back",
-                flow.name()
-            ));
-        }
-    };
-    let produce = ProduceSettings {
-        acks,
-        timeout_ms: producer
-            .client
-            .request_timeout_ms
-            .value
-            .min(i32::MAX as u64) as i32,
-        max_in_flight_per_partition: producer
-            .max_in_flight_requests_per_connection
-            .value
-            .clamp(1, 5) as usize,
-        ..ProduceSettings::default()
-    };
+    let fetch = fetch_settings(consumer);
+    let produce = produce_settings(flow, producer)?;
     let start_at_earliest = match &consumer.auto_offset_reset.value {
         AutoOffsetReset::Earliest => true,
         AutoOffsetReset::Latest => false,
         other => {
-            return Err(format!(
-                "{}: auto.offset.reset={other:?} is not supported by strait yet (use earliest or latest)",
-                flow.name()
-            ));
+            return Err(PlanError::OffsetReset {
+                flow: flow.name(),
+                value: format!("{other:?}"),
+            });
         }
     };
     let f1 = flow.clone();
@@ -98,7 +137,59 @@ pub fn flow_plan(cfg: &Mm2Config, flow: &FlowConfig) -> Result<FlowPlan, String>
     })
 }
 
+/// What the shards fetch with, from the source consumer's settings.
+fn fetch_settings(consumer: &ConsumerSettings) -> FetchSettings {
+    FetchSettings {
+        isolation_level: match consumer.isolation_level.value {
+            IsolationLevel::ReadCommitted => WireIsolation::ReadCommitted,
+            IsolationLevel::ReadUncommitted => WireIsolation::ReadUncommitted,
+        },
+        max_wait_ms: consumer.fetch_max_wait_ms.value as i32,
+        min_bytes: consumer.fetch_min_bytes.value as i32,
+        max_bytes: consumer.fetch_max_bytes.value.min(i32::MAX as u32) as i32,
+        partition_max_bytes: consumer
+            .max_partition_fetch_bytes
+            .value
+            .min(i32::MAX as u32) as i32,
+        backoff: backoff(&consumer.client),
+    }
+}
+
+/// What the shards produce with, from the target producer's settings.
+fn produce_settings(
+    flow: &FlowConfig,
+    producer: &ProducerSettings,
+) -> Result<ProduceSettings, PlanError> {
+    let acks = match producer.acks.value {
+        Acks::All => WireAcks::All,
+        Acks::Leader => WireAcks::Leader,
+        Acks::None => {
+            return Err(PlanError::AcksNone { flow: flow.name() });
+        }
+    };
+    Ok(ProduceSettings {
+        acks,
+        timeout_ms: producer
+            .client
+            .request_timeout_ms
+            .value
+            .min(i32::MAX as u64) as i32,
+        max_in_flight_per_partition: producer
+            .max_in_flight_requests_per_connection
+            .value
+            .clamp(1, 5) as usize,
+        delivery_timeout_ms: producer
+            .client
+            .properties
+            .get("delivery.timeout.ms")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(ProduceSettings::default().delivery_timeout_ms),
+        max_request_bytes: producer.max_request_size.value as usize,
+        backoff: backoff(&producer.client),
+    })
+}
+
 /// Plans for every enabled flow.
-pub fn plans(cfg: &Mm2Config) -> Result<Vec<FlowPlan>, String> {
+pub fn plans(cfg: &Mm2Config) -> Result<Vec<FlowPlan>, PlanError> {
     cfg.enabled_flows().map(|f| flow_plan(cfg, f)).collect()
 }

@@ -1,10 +1,12 @@
 //! The REST API and `/metrics` of a running `strait run`, against the real test bed.
+#![forbid(unsafe_code)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use strait_tests::api::{api_addr, eventually};
 use strait_tests::log::{create_topic, offsets};
 use strait_tests::strait::Strait;
 use strait_tests::{Testbed, kafka_tool_ok, testbed_mm2_config, unique};
@@ -29,18 +31,6 @@ fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
     (code, body)
 }
 
-/// Polls `f` until it returns Some, at most `secs` seconds.
-fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 #[test]
 fn status_metrics_and_pause_resume() {
     let tb = Testbed::get();
@@ -55,14 +45,7 @@ fn status_metrics_and_pause_resume() {
     // Port 0: the OS picks a free port; strait logs the address it bound.
     let cfg = testbed_mm2_config(&topic, "strait.api.listen = 127.0.0.1:0");
     let strait = Strait::start(Path::new(STRAIT), &cfg, &[]);
-    let addr = eventually(60, "the API address in the log", || {
-        let log = strait.stderr();
-        let line = log
-            .lines()
-            .find(|l| l.contains("REST API and /metrics listening"))?;
-        let addr = line.split("address=").nth(1)?.split_whitespace().next()?;
-        Some(addr.to_string())
-    });
+    let addr = api_addr(&strait);
 
     // Status: both partitions replicated up to the 100 records.
     let status: serde_json::Value = eventually(60, "all records in /status", || {

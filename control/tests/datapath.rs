@@ -15,6 +15,7 @@
 //!
 //! The data is written by Kafka's own Java producer (`tests/java/StraitProduce.java`) and read
 //! back with our own Fetch and decoder (`strait_tests::log`), plus the console consumer once.
+#![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -530,7 +531,7 @@ fn restart(io: &str, signal: &str) {
         // Progress is stored once a second, so after SIGKILL the target holds records written
         // past the stored position. At start strait counts them against the stored target
         // offset, checks them against the source, and resumes after them: nothing is written
-        // twice, whatever the signal (see control/src/recover.rs).
+        // twice, whatever the signal (see control/src/duties/recovery.rs).
         let (written, stored) = (at_stop[p as usize], stored[p as usize]);
         assert_eq!(
             dups, 0,

@@ -6,6 +6,7 @@
 //! backwards, and a restarted strait translates from the offset-syncs topic.
 //!
 //! The Java side is `tests/java/StraitOffsetsTool.java`.
+#![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -147,7 +148,7 @@ fn strait_run(config: &Path) -> String {
         .args(["run", "--config"])
         .arg(config)
         .args(["--until-caught-up", "--shards", "2"])
-        .env("RUST_LOG", "info,strait_control::translate=debug")
+        .env("RUST_LOG", "info,strait_control::duties::offsets=debug")
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

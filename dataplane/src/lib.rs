@@ -10,8 +10,10 @@
 //!   and the slow-path rebuild.
 //! - [`shard`]: the per-core fetch and produce pipelines.
 //!
-//! `unsafe` is allowed only under [`io`] where a kernel interface needs it; every other module
-//! forbids it.
+//! No module needs `unsafe`: tokio-uring's owned buffers and `core_affinity` wrap the kernel
+//! interfaces, so the whole crate forbids it.
+#![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 pub mod batch;
 pub mod io;

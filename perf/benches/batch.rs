@@ -4,6 +4,7 @@
 //! Run: `cargo bench -p strait-perf --bench batch -- --quick` (or `--measurement-time 2`).
 //! Throughput is in bytes of record set, so criterion prints GB/s; batches/s is that divided by
 //! the batch size in the benchmark's name.
+#![forbid(unsafe_code)]
 
 use std::hint::black_box;
 

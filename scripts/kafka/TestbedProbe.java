@@ -1,8 +1,10 @@
 // Readiness probe for scripts/testbed: checks many Kafka endpoints from one JVM, because starting
 // a JVM per check costs seconds on a 2-core machine.
 //
-// Usage: TestbedProbe TIMEOUT_MS LABEL BOOTSTRAP CONFIG [LABEL BOOTSTRAP CONFIG ...]
+// Usage: TestbedProbe TIMEOUT_MS LABEL BOOTSTRAP CONFIG MIN_NODES [LABEL BOOTSTRAP CONFIG MIN_NODES ...]
 //   CONFIG is a client properties file (security settings) or "-" for plain defaults.
+//   MIN_NODES is how many brokers DescribeCluster must list (a multi-broker cluster is ready only
+//   once every broker registered).
 // For each endpoint it retries DescribeCluster until it succeeds or TIMEOUT_MS has passed overall.
 // Prints "ok LABEL cluster.id=ID ms=N" per endpoint on stdout, the last error of each failed one on
 // stderr, and exits 0 only when every endpoint answered.
@@ -23,6 +25,7 @@ import java.util.concurrent.TimeoutException;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
 
 public final class TestbedProbe {
     /** Longest single attempt, so one stuck attempt cannot eat the whole budget. */
@@ -33,19 +36,21 @@ public final class TestbedProbe {
     private static final class Endpoint {
         final String label;
         final Properties props;
+        final int minNodes;
         String lastError = "not tried";
 
-        Endpoint(String label, Properties props) {
+        Endpoint(String label, Properties props, int minNodes) {
             this.label = label;
             this.props = props;
+            this.minNodes = minNodes;
         }
     }
 
     private TestbedProbe() {}
 
     public static void main(String[] args) throws InterruptedException {
-        if (args.length < 4 || (args.length - 1) % 3 != 0) {
-            System.err.println("usage: TestbedProbe TIMEOUT_MS LABEL BOOTSTRAP CONFIG [LABEL BOOTSTRAP CONFIG ...]");
+        if (args.length < 5 || (args.length - 1) % 4 != 0) {
+            System.err.println("usage: TestbedProbe TIMEOUT_MS LABEL BOOTSTRAP CONFIG MIN_NODES [LABEL BOOTSTRAP CONFIG MIN_NODES ...]");
             System.exit(2);
         }
         final long timeoutMs;
@@ -57,9 +62,17 @@ public final class TestbedProbe {
             return;
         }
         List<Endpoint> pending = new ArrayList<>();
-        for (int i = 1; i < args.length; i += 3) {
+        for (int i = 1; i < args.length; i += 4) {
+            final int minNodes;
             try {
-                pending.add(new Endpoint(args[i], clientProps(args[i], args[i + 1], args[i + 2])));
+                minNodes = Integer.parseInt(args[i + 3]);
+            } catch (NumberFormatException e) {
+                System.err.println("TestbedProbe: MIN_NODES of " + args[i] + " is not a number: " + args[i + 3]);
+                System.exit(2);
+                return;
+            }
+            try {
+                pending.add(new Endpoint(args[i], clientProps(args[i], args[i + 1], args[i + 2]), minNodes));
             } catch (IOException e) {
                 System.err.println("TestbedProbe: cannot read client config " + args[i + 2] + ": " + e);
                 System.exit(2);
@@ -114,7 +127,10 @@ public final class TestbedProbe {
         return props;
     }
 
-    /** One DescribeCluster round trip; returns the cluster id, or null after recording why not. */
+    /**
+     * One DescribeCluster round trip; returns the cluster id once at least the endpoint's MIN_NODES
+     * brokers are listed, or null after recording why not.
+     */
     private static String attempt(Endpoint ep, long budgetMs) throws InterruptedException {
         Properties props = new Properties();
         props.putAll(ep.props);
@@ -128,9 +144,15 @@ public final class TestbedProbe {
             return null;
         }
         try {
-            return admin.describeCluster(new DescribeClusterOptions().timeoutMs((int) Math.min(budgetMs, Integer.MAX_VALUE)))
-                .clusterId()
-                .get(budgetMs + 1_000, TimeUnit.MILLISECONDS);
+            DescribeClusterResult result =
+                admin.describeCluster(new DescribeClusterOptions().timeoutMs((int) Math.min(budgetMs, Integer.MAX_VALUE)));
+            String clusterId = result.clusterId().get(budgetMs + 1_000, TimeUnit.MILLISECONDS);
+            int nodes = result.nodes().get(budgetMs + 1_000, TimeUnit.MILLISECONDS).size();
+            if (nodes < ep.minNodes) {
+                ep.lastError = "only " + nodes + " of " + ep.minNodes + " brokers registered";
+                return null;
+            }
+            return clusterId;
         } catch (ExecutionException e) {
             ep.lastError = String.valueOf(e.getCause());
             return null;

@@ -2,6 +2,8 @@
 //!
 //! Tests never skip: if the test bed is not running, they fail with a message saying how to
 //! start it. `scripts/test.sh` starts it and exports `STRAIT_TESTBED_DIR`.
+#![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -14,8 +16,13 @@ use strait_dataplane::wire::{
     ConnConfig, SaslConfig, SaslMechanism, Secret, SecurityProtocol, TlsConfig, TrustStore,
 };
 
+pub mod api;
+pub mod faults;
+pub mod http;
 pub mod log;
+pub mod oauth;
 pub mod strait;
+pub mod toxiproxy;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -32,22 +39,37 @@ pub struct Testbed {
 }
 
 impl Testbed {
-    /// The running test bed. Panics (the test fails) when it is not up.
-    pub fn get() -> &'static Testbed {
+    /// The test bed's facts as `testbed.env` holds them, without checking that any cluster
+    /// answers (the fault tests need only the fault clusters: [`crate::faults::FaultCluster`]).
+    /// Panics (the test fails) when the test bed was never set up.
+    pub fn load() -> &'static Testbed {
         static TB: OnceLock<Testbed> = OnceLock::new();
         TB.get_or_init(|| {
-            let dir = std::env::var_os("STRAIT_TESTBED_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| repo_root().join(".testbed"));
-            let env_file = dir.join("testbed.env");
+            let env_file = Self::dir().join("testbed.env");
             let text = std::fs::read_to_string(&env_file).unwrap_or_else(|e| {
                 panic!(
                     "the Kafka test bed is not set up ({}: {e}); run `scripts/testbed up` or `scripts/test.sh`",
                     env_file.display()
                 )
             });
-            let vars = parse_env(&text);
-            let tb = Testbed { vars };
+            Testbed {
+                vars: parse_env(&text),
+            }
+        })
+    }
+
+    /// `$STRAIT_TESTBED_DIR`, or the default `<repo>/.testbed`.
+    pub fn dir() -> PathBuf {
+        std::env::var_os("STRAIT_TESTBED_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| repo_root().join(".testbed"))
+    }
+
+    /// The running test bed's `source` and `target`. Panics (the test fails) when they are not up.
+    pub fn get() -> &'static Testbed {
+        static CHECKED: OnceLock<&'static Testbed> = OnceLock::new();
+        CHECKED.get_or_init(|| {
+            let tb = Self::load();
             for addr in [tb.source(), tb.target()] {
                 if std::net::TcpStream::connect(addr).is_err() {
                     panic!("the Kafka test bed is not running ({addr} refuses connections); run `scripts/testbed up`");
@@ -61,6 +83,11 @@ impl Testbed {
         self.vars
             .get(name)
             .unwrap_or_else(|| panic!("testbed.env has no {name}"))
+    }
+
+    /// A variable that may be absent (e.g. a fault cluster's, before it was ever started).
+    pub fn try_var(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str)
     }
 
     /// Source cluster, PLAINTEXT.
@@ -111,14 +138,13 @@ impl Testbed {
             security_protocol: SecurityProtocol::SaslSsl,
             tls: Some(TlsConfig {
                 truststore: TrustStore::PemFile(self.ca_pem()),
-                keystore: None,
-                verify_hostname: true,
+                ..TlsConfig::default()
             }),
-            sasl: Some(SaslConfig {
+            sasl: Some(SaslConfig::password(
                 mechanism,
-                username: self.user().to_string(),
-                password: Secret::new(self.password()),
-            }),
+                self.user(),
+                Secret::new(self.password()),
+            )),
             ..ConnConfig::default()
         }
     }
@@ -143,11 +169,25 @@ fn parse_env(text: &str) -> HashMap<String, String> {
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("export "))
         .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| {
-            let v = v.trim_matches('\'').trim_matches('"').replace("\\ ", " ");
-            (k.to_string(), v)
-        })
+        .map(|(k, v)| (k.to_string(), unquote(v)))
         .collect()
+}
+
+/// Undoes bash's `printf %q` for the values the test bed writes: `''` quoting, or backslashes
+/// before spaces and commas.
+fn unquote(v: &str) -> String {
+    if let Some(inner) = v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) {
+        return inner.to_string();
+    }
+    let mut out = String::with_capacity(v.len());
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The backends the current machine can run. io_uring must be available on the CI machine;

@@ -57,11 +57,12 @@ fn run<F: std::future::Future>(fut: F) -> F::Output {
     strait_dataplane::io::block_on(IoBackend::Epoll, fut).expect("an epoll runtime starts")
 }
 
+/// A client of the cluster at `addr`: one address, or a comma-separated bootstrap list.
 fn cluster(addr: &str) -> Cluster {
-    let tb = Testbed::get();
+    let tb = Testbed::load();
     Cluster::new(
         "test",
-        vec![addr.to_string()],
+        addr.split(',').map(str::to_string).collect(),
         setup(tb.plaintext(), IoBackend::Epoll),
         RetryConfig::default(),
     )
@@ -122,7 +123,7 @@ pub fn offsets(addr: &str, topic: &str) -> Vec<(i64, i64)> {
 pub fn stored_progress(addr: &str, source_alias: &str) -> BTreeMap<TopicPartition, i64> {
     run(async {
         let c = cluster(addr);
-        let store = strait_control::progress::ProgressStore::open(&c, source_alias, 1)
+        let store = strait_control::store::progress::ProgressStore::open(&c, source_alias, 1)
             .await
             .unwrap_or_else(|e| panic!("progress of {source_alias} on {addr}: {e}"));
         store

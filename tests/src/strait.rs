@@ -123,6 +123,17 @@ impl Strait {
         }
     }
 
+    /// The address its REST API bound (from the log line `REST API and /metrics listening
+    /// address=...`), once it is logged.
+    pub fn api_address(&self) -> Option<String> {
+        let log = self.stderr();
+        let line = log
+            .lines()
+            .find(|l| l.contains("REST API and /metrics listening"))?;
+        let (_, rest) = line.split_once("address=")?;
+        rest.split_whitespace().next().map(str::to_string)
+    }
+
     /// Sends `signal` (e.g. "TERM", "KILL") to the process.
     pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use kafka_protocol::ResponseError;
 use strait_control::cluster::{
     AlterConfigOp, Cluster, CommittedOffset, ConfigSource, IsolationLevel, NewTopic, OffsetSpec,
-    RetryConfig, TopicPartition,
+    RetryConfig, TopicPartition, acl,
 };
 use strait_dataplane::io::IoBackend;
 use strait_dataplane::wire::{ConnConfig, SaslMechanism};
@@ -173,8 +173,22 @@ fn topics_offsets_and_configs() {
             let (pid, epoch) = c.init_producer_id().await.unwrap();
             assert!(pid >= 0 && epoch >= 0);
 
-            // No authorizer on the test bed: MM2 treats that as "no ACLs to sync".
-            assert_eq!(c.describe_topic_acls().await.unwrap(), None);
+            // The source runs StandardAuthorizer with the least-privilege principal's topic
+            // ACLs (scripts/testbed, mirror_acls); a super user may read them.
+            let acls = c
+                .describe_topic_acls()
+                .await
+                .unwrap()
+                .expect("the test bed's source has an authorizer");
+            let prefix = tb.var("STRAIT_MIRROR_TOPIC_PREFIX");
+            assert!(
+                acls.iter().any(|b| b.principal == "User:mirror"
+                    && b.resource_name == prefix
+                    && b.pattern_type == acl::PATTERN_PREFIXED
+                    && b.operation == acl::OPERATION_READ
+                    && b.permission_type == acl::PERMISSION_ALLOW),
+                "{acls:?}"
+            );
         }
     });
 }

@@ -3,7 +3,7 @@
 
 use kafka_protocol::messages::{ApiKey, FetchRequest, ProduceRequest};
 use strait_dataplane::io::BrokerConn;
-use strait_dataplane::wire::{SaslMechanism, Secret, TrustStore, WireError};
+use strait_dataplane::wire::{SaslConfig, SaslMechanism, Secret, TrustStore, WireError};
 use strait_tests::{Testbed, on_each_backend, setup};
 
 const MECHANISMS: [SaslMechanism; 3] = [
@@ -44,7 +44,11 @@ fn wrong_password_is_a_clear_authentication_error() {
     on_each_backend(|backend| async move {
         for m in MECHANISMS {
             let mut cfg = tb.sasl_ssl(m);
-            cfg.sasl.as_mut().unwrap().password = Secret::new("not-the-password");
+            cfg.sasl = Some(SaslConfig::password(
+                m,
+                tb.user(),
+                Secret::new("not-the-password"),
+            ));
             let err = BrokerConn::connect(tb.source_sasl_ssl(), &setup(cfg, backend))
                 .await
                 .expect_err("a wrong password must not authenticate");

@@ -15,6 +15,13 @@ pub struct Context {
     pub topic: Option<String>,
     pub partition: Option<i32>,
     pub group: Option<String>,
+    /// The principal the client authenticates as, when its settings say (see
+    /// [`super::authz::principal`]); authorization errors name it.
+    pub principal: Option<String>,
+    /// The group member (group membership calls).
+    pub member: Option<String>,
+    /// The group generation (group membership calls).
+    pub generation: Option<i32>,
 }
 
 impl Context {
@@ -45,6 +52,17 @@ impl Context {
         self.group = Some(g.to_string());
         self
     }
+
+    pub fn principal(mut self, p: Option<String>) -> Self {
+        self.principal = p;
+        self
+    }
+
+    pub fn member(mut self, m: &str, generation: i32) -> Self {
+        self.member = (!m.is_empty()).then(|| m.to_string());
+        self.generation = (generation >= 0).then_some(generation);
+        self
+    }
 }
 
 impl fmt::Display for Context {
@@ -61,6 +79,12 @@ impl fmt::Display for Context {
         if let Some(g) = &self.group {
             write!(f, " for group {g}")?;
         }
+        if let Some(m) = &self.member {
+            write!(f, " (member {m})")?;
+        }
+        if let Some(g) = self.generation {
+            write!(f, " (generation {g})")?;
+        }
         Ok(())
     }
 }
@@ -76,7 +100,7 @@ pub enum ClusterError {
         source: WireError,
     },
     /// The broker answered with a Kafka error code.
-    #[error("{context}: {error}{}", message.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
+    #[error("{}", kafka_text(context, *error, message.as_deref()))]
     Kafka {
         context: Box<Context>,
         error: ResponseError,
@@ -166,6 +190,30 @@ impl ClusterError {
     }
 }
 
+/// `context: error: message`, and for an authorization error who may not do what where.
+fn kafka_text(context: &Context, error: ResponseError, message: Option<&str>) -> String {
+    let mut text = format!("{context}: {error}");
+    if let Some(m) = message {
+        text.push_str(": ");
+        text.push_str(m);
+    }
+    let missing = super::authz::missing_permission(
+        context.api,
+        error,
+        context.topic.as_deref(),
+        context.group.as_deref(),
+    );
+    if let Some(missing) = missing {
+        text.push_str(": ");
+        text.push_str(&super::authz::explain(
+            &missing,
+            context.principal.as_deref(),
+            &context.cluster,
+        ));
+    }
+    text
+}
+
 /// Errors that mean our routing (leader or coordinator) is stale.
 pub fn is_routing_error(e: ResponseError) -> bool {
     matches!(
@@ -214,5 +262,13 @@ mod tests {
             ClusterError::kafka(Context::new("c", "CreateTopics").topic("t"), 29, None).unwrap();
         assert!(!e.is_retriable());
         assert!(e.is(ResponseError::TopicAuthorizationFailed));
+        let ctx = Context::new("B", "CreateTopics")
+            .topic("A.t")
+            .principal(Some("User:mirror".into()));
+        let text = ClusterError::kafka(ctx, 29, None).unwrap().to_string();
+        assert!(
+            text.contains("principal User:mirror may not CREATE topic A.t on cluster B"),
+            "{text}"
+        );
     }
 }

@@ -5,7 +5,10 @@
 //! shards. Calls that touch many partitions report per-partition results, so one broken
 //! partition never hides the others.
 
+pub mod authz;
 pub mod error;
+pub mod group;
+pub mod probe;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -35,6 +38,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use strait_dataplane::io::{BrokerConn, ConnSetup};
 
+/// The admin client names partitions with the crate's value type.
+pub use crate::model::TopicPartition;
 pub use error::{ClusterError, Context};
 
 /// Bounds on retrying retriable errors. Every admin call is retried at most `max_attempts`
@@ -66,28 +71,6 @@ impl RetryConfig {
             .saturating_mul(1u64 << attempt.min(16))
             .min(self.backoff_max_ms);
         Duration::from_millis(ms)
-    }
-}
-
-/// A topic and partition.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TopicPartition {
-    pub topic: String,
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
-
-impl fmt::Display for TopicPartition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
     }
 }
 
@@ -299,12 +282,17 @@ pub struct AclBinding {
 pub mod acl {
     pub const RESOURCE_ANY: i8 = 1;
     pub const RESOURCE_TOPIC: i8 = 2;
+    pub const RESOURCE_GROUP: i8 = 3;
+    pub const RESOURCE_CLUSTER: i8 = 4;
     pub const PATTERN_ANY: i8 = 1;
     pub const PATTERN_LITERAL: i8 = 3;
+    pub const PATTERN_PREFIXED: i8 = 4;
     pub const OPERATION_ANY: i8 = 1;
     pub const OPERATION_ALL: i8 = 2;
     pub const OPERATION_READ: i8 = 3;
     pub const OPERATION_WRITE: i8 = 4;
+    pub const OPERATION_CREATE: i8 = 5;
+    pub const OPERATION_DESCRIBE: i8 = 8;
     pub const PERMISSION_ANY: i8 = 1;
     pub const PERMISSION_DENY: i8 = 2;
     pub const PERMISSION_ALLOW: i8 = 3;
@@ -358,7 +346,7 @@ impl Cluster {
     }
 
     fn ctx(&self, api: &'static str) -> Context {
-        Context::new(&self.alias, api)
+        Context::new(&self.alias, api).principal(authz::principal(&self.setup.config))
     }
 
     /// A connection to `addr`, reusing a healthy one. One whose SASL session ends soon is
@@ -1303,10 +1291,5 @@ mod tests {
         assert_eq!(r.backoff(1), Duration::from_millis(200));
         assert_eq!(r.backoff(10), Duration::from_millis(2_000));
         assert_eq!(r.backoff(u32::MAX), Duration::from_millis(2_000));
-    }
-
-    #[test]
-    fn topic_partition_display() {
-        assert_eq!(TopicPartition::new("a.b", 3).to_string(), "a.b-3");
     }
 }

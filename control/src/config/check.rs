@@ -5,12 +5,12 @@
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 
-use strait_dataplane::wire::{KeyStore, TrustStore};
+use strait_dataplane::wire::{KeyStore, OAuthLogin, SaslCredentials, TrustStore};
 
 use super::error::{ConfigError, ConfigWarning, Severity};
 use super::model::*;
 use super::{ConfigEnv, SystemEnv, analyse};
-use crate::filter::UseDefaultsFrom;
+use crate::mm2::filter::UseDefaultsFrom;
 
 /// The result of checking one file.
 #[derive(Debug, Clone)]
@@ -92,21 +92,33 @@ fn conn_summary(c: &ClientConfig) -> String {
         };
         parts.push(format!("truststore={ts}"));
         if let Some(ks) = &tls.keystore {
+            let encrypted = |kp: &Option<_>| if kp.is_some() { " (encrypted key)" } else { "" };
             let ks = match ks {
-                KeyStore::PemFile(p) => format!("PEM {}", p.display()),
-                KeyStore::PemInline { .. } => "inline PEM".to_string(),
+                KeyStore::PemFile { path, key_password } => {
+                    format!("PEM {}{}", path.display(), encrypted(key_password))
+                }
+                KeyStore::PemInline { key_password, .. } => {
+                    format!("inline PEM{}", encrypted(key_password))
+                }
                 KeyStore::Pkcs12 { path, .. } => format!("PKCS12 {}", path.display()),
+                KeyStore::Jks { path, .. } => format!("JKS {}", path.display()),
             };
             parts.push(format!("keystore={ks}"));
         }
         parts.push(format!("verify_hostname={}", tls.verify_hostname));
     }
     if let Some(sasl) = &c.conn.sasl {
-        parts.push(format!(
-            "sasl={} user={}",
-            sasl.mechanism.name(),
-            sasl.username
-        ));
+        let who = match &sasl.credentials {
+            SaslCredentials::Password { username, .. } => format!("user={username}"),
+            SaslCredentials::OAuthBearer(OAuthLogin::Unsecured(u)) => {
+                format!("unsecured token for {}", u.principal())
+            }
+            SaslCredentials::OAuthBearer(OAuthLogin::ClientCredentials(cc)) => format!(
+                "client_id={} token endpoint {}",
+                cc.client_id, cc.token_endpoint_url
+            ),
+        };
+        parts.push(format!("sasl={} {who}", sasl.mechanism.name()));
     }
     parts.join(", ")
 }
@@ -483,6 +495,42 @@ impl fmt::Display for CheckReport {
                     a.map_or("disabled".to_string(), |a| a.to_string())
                 }),
             );
+            line(
+                &mut out,
+                "    ",
+                "strait.api.token",
+                &map(&s.api_token, |t| {
+                    if t.is_some() { "[redacted]" } else { "none" }.to_string()
+                }),
+            );
+            line(
+                &mut out,
+                "    ",
+                "strait.api.command.queue",
+                &s.api_command_queue,
+            );
+            line(
+                &mut out,
+                "    ",
+                "strait.api.ssl.keystore.location",
+                &map(&s.api_keystore_location, |p| {
+                    p.as_ref()
+                        .map_or("none (plain HTTP)".to_string(), |p| p.display().to_string())
+                }),
+            );
+            for (key, secret) in [
+                ("strait.api.ssl.keystore.password", &s.api_keystore_password),
+                ("strait.api.ssl.key.password", &s.api_key_password),
+            ] {
+                line(
+                    &mut out,
+                    "    ",
+                    key,
+                    &map(secret, |t| {
+                        if t.is_some() { "[redacted]" } else { "none" }.to_string()
+                    }),
+                );
+            }
             line(&mut out, "    ", "strait.memory.bytes", &s.memory_bytes);
             line(
                 &mut out,
@@ -504,6 +552,49 @@ impl fmt::Display for CheckReport {
                 "strait.metrics.enabled",
                 &s.metrics_enabled,
             );
+            line(
+                &mut out,
+                "    ",
+                "strait.metrics.per.partition",
+                &s.metrics_per_partition,
+            );
+            line(
+                &mut out,
+                "    ",
+                "strait.health.stall.timeout.ms",
+                &s.health_stall_timeout_ms,
+            );
+            let or_default = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.into());
+            line(
+                &mut out,
+                "    ",
+                "strait.group.id",
+                &map(&s.group_id, |v| or_default(v, "strait-<digest>")),
+            );
+            line(
+                &mut out,
+                "    ",
+                "strait.group.cluster",
+                &map(&s.group_cluster, |v| {
+                    or_default(v, "the first flow's target")
+                }),
+            );
+            for (key, v) in [
+                (
+                    "strait.group.session.timeout.ms",
+                    &s.group_session_timeout_ms,
+                ),
+                (
+                    "strait.group.heartbeat.interval.ms",
+                    &s.group_heartbeat_interval_ms,
+                ),
+                (
+                    "strait.group.rebalance.timeout.ms",
+                    &s.group_rebalance_timeout_ms,
+                ),
+            ] {
+                line(&mut out, "    ", key, v);
+            }
         }
         let _ = writeln!(
             out,

@@ -16,6 +16,16 @@ use std::collections::BTreeMap;
 pub const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
 /// The SCRAM login module.
 pub const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+/// The OAUTHBEARER login module (KIP-255).
+pub const OAUTHBEARER_LOGIN_MODULE: &str =
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+/// `sasl.login.callback.handler.class` values that select the OIDC client-credentials login
+/// (KIP-768); the second is the pre-3.4 name. Without one, OAUTHBEARER uses Kafka's unsecured
+/// login handler.
+pub const OAUTHBEARER_LOGIN_HANDLERS: &[&str] = &[
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+];
 
 /// A JAAS syntax or content problem. Never contains option values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -139,16 +139,27 @@ const SOCKET_BUF: Ty = Ty::Int(-1, i32::MAX as i64);
 
 const U: Support = Support::Used;
 const KERBEROS: Support = Support::Ignored("Kerberos (GSSAPI) is not supported by strait");
-const OAUTH: Support = Support::Ignored("OAUTHBEARER is not supported by strait");
-const LOGIN: Support =
-    Support::Ignored("only used by token-refreshing login modules (GSSAPI, OAUTHBEARER)");
+/// Broker-side OAuth settings (token validation): a client does not use them.
+const OAUTH_BROKER: Support = Support::Ignored(
+    "validates tokens on the broker (OAuthBearerValidatorCallbackHandler); a client does not use it",
+);
+const OAUTH_ASSERTION: Support = Support::Ignored(
+    "only for client assertions (KIP-1139's jwt-bearer grant), which strait does not support; strait sends clientId and clientSecret",
+);
+/// `sasl.login.callback.handler.class` values strait honours.
+const LOGIN_HANDLERS: Support = Support::OnlyValues(
+    super::jaas::OAUTHBEARER_LOGIN_HANDLERS,
+    "strait cannot load Java classes; it knows Kafka's OAuthBearerLoginCallbackHandler (OIDC client credentials), and without a class uses Kafka's unsecured OAUTHBEARER login",
+);
 const JVM_TLS: Support = Support::Ignored("a JVM TLS setting; strait uses rustls");
 const METRICS: Support =
     Support::Ignored("Java client metrics; strait exports its own Prometheus metrics");
 const BACKOFF: Support = Support::Ignored("strait's connections use their own bounded backoff");
 const BUFFERS: Support = Support::Ignored("socket buffer sizes are left to the kernel");
 const METADATA: Support = Support::Ignored("strait refreshes cluster metadata on its own schedule");
-const DNS: Support = Support::Ignored("strait resolves every address of a bootstrap host");
+const DNS: Support = Support::Ignored(
+    "strait always tries every address a host name resolves to, in order, until one connects (as use_all_dns_ips does); it makes no canonical-name lookups",
+);
 const SERDE: Support = Support::Ignored("records are copied as bytes, never deserialized");
 const GROUP: Support =
     Support::Ignored("the replication consumer joins no group (MM2 assigns partitions)");
@@ -241,29 +252,30 @@ pub static CONNECTION_KEYS: &[KeyDef] = &[
         Some("60000"),
         KERBEROS,
     ),
+    // The sasl.login.* keys drive OAUTHBEARER's OIDC login (token fetch, retries, refresh).
     k(
         "sasl.login.refresh.window.factor",
         Ty::Double(0.5, 1.0),
         Some("0.8"),
-        LOGIN,
+        U,
     ),
     k(
         "sasl.login.refresh.window.jitter",
         Ty::Double(0.0, 0.25),
         Some("0.05"),
-        LOGIN,
+        U,
     ),
     k(
         "sasl.login.refresh.min.period.seconds",
         Ty::Short(0, 900),
         Some("60"),
-        LOGIN,
+        U,
     ),
     k(
         "sasl.login.refresh.buffer.seconds",
         Ty::Short(0, 3600),
         Some("300"),
-        LOGIN,
+        U,
     ),
     k("sasl.mechanism", Ty::Str, Some("GSSAPI"), U),
     k("sasl.jaas.config", Ty::Jaas, None, U),
@@ -277,130 +289,170 @@ pub static CONNECTION_KEYS: &[KeyDef] = &[
         "sasl.login.callback.handler.class",
         Ty::Class,
         None,
-        NO_CLASS,
+        LOGIN_HANDLERS,
     ),
     k("sasl.login.class", Ty::Class, None, NO_CLASS),
-    k("sasl.login.connect.timeout.ms", I32, None, LOGIN),
-    k("sasl.login.read.timeout.ms", I32, None, LOGIN),
-    k("sasl.login.retry.backoff.max.ms", I64, Some("10000"), LOGIN),
-    k("sasl.login.retry.backoff.ms", I64, Some("100"), LOGIN),
+    // Kafka's default is no timeout (wait forever); strait's is 10 000 ms (resolve.rs).
+    k("sasl.login.connect.timeout.ms", I32_GE1, None, U),
+    k("sasl.login.read.timeout.ms", I32_GE1, None, U),
+    k("sasl.login.retry.backoff.max.ms", I64_GE0, Some("10000"), U),
+    k("sasl.login.retry.backoff.ms", I64_GE0, Some("100"), U),
     k(
         "sasl.oauthbearer.scope.claim.name",
         Ty::Str,
         Some("scope"),
-        OAUTH,
+        Support::Ignored("strait does not read a token's scope; the broker checks it"),
     ),
+    k("sasl.oauthbearer.sub.claim.name", Ty::Str, Some("sub"), U),
+    k("sasl.oauthbearer.token.endpoint.url", Ty::Str, None, U),
     k(
-        "sasl.oauthbearer.sub.claim.name",
+        "sasl.oauthbearer.jwks.endpoint.url",
         Ty::Str,
-        Some("sub"),
-        OAUTH,
+        None,
+        OAUTH_BROKER,
     ),
-    k("sasl.oauthbearer.token.endpoint.url", Ty::Str, None, OAUTH),
-    k("sasl.oauthbearer.jwks.endpoint.url", Ty::Str, None, OAUTH),
     k(
         "sasl.oauthbearer.jwks.endpoint.refresh.ms",
         I64,
         Some("3600000"),
-        OAUTH,
+        OAUTH_BROKER,
     ),
     k(
         "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
         I64,
         Some("10000"),
-        OAUTH,
+        OAUTH_BROKER,
     ),
     k(
         "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
         I64,
         Some("100"),
-        OAUTH,
+        OAUTH_BROKER,
     ),
     k(
         "sasl.oauthbearer.clock.skew.seconds",
         I32,
         Some("30"),
-        OAUTH,
+        OAUTH_BROKER,
     ),
-    k("sasl.oauthbearer.expected.audience", Ty::List, None, OAUTH),
-    k("sasl.oauthbearer.expected.issuer", Ty::Str, None, OAUTH),
+    k(
+        "sasl.oauthbearer.expected.audience",
+        Ty::List,
+        None,
+        OAUTH_BROKER,
+    ),
+    k(
+        "sasl.oauthbearer.expected.issuer",
+        Ty::Str,
+        None,
+        OAUTH_BROKER,
+    ),
     k(
         "sasl.oauthbearer.header.urlencode",
         Ty::Bool,
         Some("false"),
-        OAUTH,
+        U,
     ),
     // KIP-1139 (Kafka 4.1): JWT retrievers and assertions.
     k(
         "sasl.oauthbearer.jwt.retriever.class",
         Ty::Class,
         None,
-        OAUTH,
+        Support::OnlyValues(
+            &[
+                "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever",
+                "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever",
+                "org.apache.kafka.common.security.oauthbearer.FileJwtRetriever",
+            ],
+            "strait gets tokens with the client-credentials grant or from a file: URL, as Kafka's DefaultJwtRetriever does",
+        ),
     ),
     k(
         "sasl.oauthbearer.jwt.validator.class",
         Ty::Class,
         None,
-        OAUTH,
+        Support::Ignored(
+            "strait checks the tokens it obtains as Kafka's ClientJwtValidator does (a JWT with exp and the subject claim)",
+        ),
     ),
-    k("sasl.oauthbearer.scope", Ty::Str, None, OAUTH),
+    k("sasl.oauthbearer.scope", Ty::Str, None, U),
     k(
         "sasl.oauthbearer.client.credentials.client.id",
         Ty::Str,
         None,
-        OAUTH,
+        U,
     ),
     k(
         "sasl.oauthbearer.client.credentials.client.secret",
         Ty::Password,
         None,
-        OAUTH,
+        U,
     ),
     k(
         "sasl.oauthbearer.assertion.algorithm",
         Ty::Str,
         Some("RS256"),
-        OAUTH,
+        OAUTH_ASSERTION,
     ),
-    k("sasl.oauthbearer.assertion.claim.aud", Ty::Str, None, OAUTH),
+    k(
+        "sasl.oauthbearer.assertion.claim.aud",
+        Ty::Str,
+        None,
+        OAUTH_ASSERTION,
+    ),
     k(
         "sasl.oauthbearer.assertion.claim.exp.seconds",
         I32,
         Some("300"),
-        OAUTH,
+        OAUTH_ASSERTION,
     ),
-    k("sasl.oauthbearer.assertion.claim.iss", Ty::Str, None, OAUTH),
+    k(
+        "sasl.oauthbearer.assertion.claim.iss",
+        Ty::Str,
+        None,
+        OAUTH_ASSERTION,
+    ),
     k(
         "sasl.oauthbearer.assertion.claim.jti.include",
         Ty::Bool,
         Some("false"),
-        OAUTH,
+        OAUTH_ASSERTION,
     ),
     k(
         "sasl.oauthbearer.assertion.claim.nbf.seconds",
         I32,
         Some("60"),
-        OAUTH,
+        OAUTH_ASSERTION,
     ),
-    k("sasl.oauthbearer.assertion.claim.sub", Ty::Str, None, OAUTH),
-    k("sasl.oauthbearer.assertion.file", Ty::Str, None, OAUTH),
+    k(
+        "sasl.oauthbearer.assertion.claim.sub",
+        Ty::Str,
+        None,
+        OAUTH_ASSERTION,
+    ),
+    k(
+        "sasl.oauthbearer.assertion.file",
+        Ty::Str,
+        None,
+        OAUTH_ASSERTION,
+    ),
     k(
         "sasl.oauthbearer.assertion.private.key.file",
         Ty::Str,
         None,
-        OAUTH,
+        OAUTH_ASSERTION,
     ),
     k(
         "sasl.oauthbearer.assertion.private.key.passphrase",
         Ty::Password,
         None,
-        OAUTH,
+        OAUTH_ASSERTION,
     ),
     k(
         "sasl.oauthbearer.assertion.template.file",
         Ty::Str,
         None,
-        OAUTH,
+        OAUTH_ASSERTION,
     ),
 ];
 
@@ -452,10 +504,11 @@ pub static CONSUMER_KEYS: &[KeyDef] = &[
     k("fetch.min.bytes", I32_GE0, Some("1"), U),
     k("fetch.max.bytes", I32_GE0, Some("52428800"), U),
     k("fetch.max.wait.ms", I32_GE0, Some("500"), U),
-    k("reconnect.backoff.ms", I64_GE0, Some("50"), BACKOFF),
-    k("reconnect.backoff.max.ms", I64_GE0, Some("1000"), BACKOFF),
-    k("retry.backoff.ms", I64_GE0, Some("100"), BACKOFF),
-    k("retry.backoff.max.ms", I64_GE0, Some("1000"), BACKOFF),
+    // The shards' fetch (consumer) and produce (producer) connections back off by these.
+    k("reconnect.backoff.ms", I64_GE0, Some("50"), U),
+    k("reconnect.backoff.max.ms", I64_GE0, Some("1000"), U),
+    k("retry.backoff.ms", I64_GE0, Some("100"), U),
+    k("retry.backoff.max.ms", I64_GE0, Some("1000"), U),
     k("enable.metrics.push", Ty::Bool, Some("true"), METRICS),
     k("auto.offset.reset", Ty::OffsetReset, Some("latest"), U),
     k(
@@ -634,22 +687,16 @@ pub static PRODUCER_KEYS: &[KeyDef] = &[
         Some("0"),
         Support::Ignored("source batches are forwarded as soon as they are fetched"),
     ),
-    k(
-        "delivery.timeout.ms",
-        I32_GE0,
-        Some("120000"),
-        Support::Ignored(
-            "strait retries a partition until it succeeds or the partition is stopped",
-        ),
-    ),
+    k("delivery.timeout.ms", I32_GE0, Some("120000"), U),
     k("client.id", Ty::Str, Some(""), U),
     k("send.buffer.bytes", SOCKET_BUF, Some("131072"), BUFFERS),
     k("receive.buffer.bytes", SOCKET_BUF, Some("32768"), BUFFERS),
     k("max.request.size", I32_GE0, Some("1048576"), U),
-    k("reconnect.backoff.ms", I64_GE0, Some("50"), BACKOFF),
-    k("reconnect.backoff.max.ms", I64_GE0, Some("1000"), BACKOFF),
-    k("retry.backoff.ms", I64_GE0, Some("100"), BACKOFF),
-    k("retry.backoff.max.ms", I64_GE0, Some("1000"), BACKOFF),
+    // The shards' fetch (consumer) and produce (producer) connections back off by these.
+    k("reconnect.backoff.ms", I64_GE0, Some("50"), U),
+    k("reconnect.backoff.max.ms", I64_GE0, Some("1000"), U),
+    k("retry.backoff.ms", I64_GE0, Some("100"), U),
+    k("retry.backoff.max.ms", I64_GE0, Some("1000"), U),
     k("enable.metrics.push", Ty::Bool, Some("true"), METRICS),
     k(
         "max.block.ms",
@@ -774,7 +821,14 @@ pub static ADMIN_KEYS: &[KeyDef] = &[
         Support::Ignored("admin connections are opened per task"),
     ),
     k("retries", I32_GE0, Some("2147483647"), BACKOFF),
-    k("default.api.timeout.ms", I32_GE0, Some("60000"), U),
+    k(
+        "default.api.timeout.ms",
+        I32_GE0,
+        Some("60000"),
+        Support::Ignored(
+            "strait bounds each admin request with request.timeout.ms and each duty's round with admin.timeout.ms",
+        ),
+    ),
     k("metrics.sample.window.ms", I64_GE0, Some("30000"), METRICS),
     k("metrics.num.samples", I32_GE1, Some("2"), METRICS),
     k(
@@ -1057,7 +1111,9 @@ pub static CONNECTOR_KEYS: &[KeyDef] = &[
         "config.action.reload",
         Ty::Enum(&["none", "restart"]),
         Some("restart"),
-        Support::Ignored("config values are read at start and on reload through the API"),
+        Support::Ignored(
+            "Connect restarts a connector when a config provider's value changes; strait does not watch providers: it re-reads the file and its ${env:..}/${file:..} values on `strait ctl reload`, POST /config/reload or SIGHUP",
+        ),
     ),
     k(
         "errors.retry.timeout",
@@ -1102,11 +1158,11 @@ pub static CONNECTOR_KEYS: &[KeyDef] = &[
     k(
         "replication.policy.class",
         Ty::Class,
-        Some(crate::policy::DEFAULT_POLICY_CLASS),
+        Some(crate::mm2::policy::DEFAULT_POLICY_CLASS),
         Support::OnlyValues(
             &[
-                crate::policy::DEFAULT_POLICY_CLASS,
-                crate::policy::IDENTITY_POLICY_CLASS,
+                crate::mm2::policy::DEFAULT_POLICY_CLASS,
+                crate::mm2::policy::IDENTITY_POLICY_CLASS,
             ],
             "strait implements MM2's Default and Identity replication policies only",
         ),
@@ -1137,19 +1193,19 @@ pub static CONNECTOR_KEYS: &[KeyDef] = &[
     k(
         "topics",
         Ty::Patterns,
-        Some(crate::filter::TOPICS_DEFAULT),
+        Some(crate::mm2::filter::TOPICS_DEFAULT),
         U,
     ),
     k(
         "topics.exclude",
         Ty::Patterns,
-        Some(crate::filter::TOPICS_EXCLUDE_DEFAULT),
+        Some(crate::mm2::filter::TOPICS_EXCLUDE_DEFAULT),
         U,
     ),
     k(
         "config.properties.exclude",
         Ty::Patterns,
-        Some(crate::filter::CONFIG_PROPERTIES_EXCLUDE_DEFAULT),
+        Some(crate::mm2::filter::CONFIG_PROPERTIES_EXCLUDE_DEFAULT),
         U,
     ),
     k(
@@ -1202,13 +1258,13 @@ pub static CONNECTOR_KEYS: &[KeyDef] = &[
     k(
         "groups",
         Ty::Patterns,
-        Some(crate::filter::GROUPS_DEFAULT),
+        Some(crate::mm2::filter::GROUPS_DEFAULT),
         U,
     ),
     k(
         "groups.exclude",
         Ty::Patterns,
-        Some(crate::filter::GROUPS_EXCLUDE_DEFAULT),
+        Some(crate::mm2::filter::GROUPS_EXCLUDE_DEFAULT),
         U,
     ),
     k(
@@ -1250,7 +1306,7 @@ pub static FLOW_ONLY_KEYS: &[KeyDef] = &[
     k(
         "use.defaults.from",
         Ty::Enum(&["source", "target"]),
-        Some(crate::filter::USE_DEFAULTS_FROM_DEFAULT),
+        Some(crate::mm2::filter::USE_DEFAULTS_FROM_DEFAULT),
         U,
     ),
     k(
@@ -1367,6 +1423,11 @@ pub static STRAIT_KEYS: &[KeyDef] = &[
         Some("127.0.0.1:8787"),
         U,
     ),
+    k("strait.api.token", Ty::Password, None, U),
+    k("strait.api.command.queue", Ty::Int(1, 65536), Some("64"), U),
+    k("strait.api.ssl.keystore.location", Ty::Str, None, U),
+    k("strait.api.ssl.keystore.password", Ty::Password, None, U),
+    k("strait.api.ssl.key.password", Ty::Password, None, U),
     k(
         "strait.memory.bytes",
         Ty::Long(1 << 20, 1 << 40),
@@ -1386,6 +1447,36 @@ pub static STRAIT_KEYS: &[KeyDef] = &[
         U,
     ),
     k("strait.metrics.enabled", Ty::Bool, Some("true"), U),
+    k("strait.metrics.per.partition", Ty::Bool, Some("true"), U),
+    k(
+        "strait.health.stall.timeout.ms",
+        Ty::Long(1_000, 86_400_000),
+        Some("60000"),
+        U,
+    ),
+    // Groups of instances (`run::group`). The id defaults to `strait-<digest of the file>`, so
+    // that instances started with the same file form one group; the cluster to the target of
+    // the first enabled flow.
+    k("strait.group.id", Ty::Str, None, U),
+    k("strait.group.cluster", Ty::Str, None, U),
+    k(
+        "strait.group.session.timeout.ms",
+        Ty::Int(1000, 1_800_000),
+        Some("10000"),
+        U,
+    ),
+    k(
+        "strait.group.heartbeat.interval.ms",
+        Ty::Int(100, 600_000),
+        Some("3000"),
+        U,
+    ),
+    k(
+        "strait.group.rebalance.timeout.ms",
+        Ty::Int(1000, 1_800_000),
+        Some("30000"),
+        U,
+    ),
 ];
 
 /// Keys that older releases accepted and 4.0 removed, with their replacement.
@@ -1484,6 +1575,7 @@ pub fn is_secret_key(key: &str) -> bool {
         || lower.ends_with("ssl.keystore.key")
         || lower.ends_with("ssl.keystore.certificate.chain")
         || lower.ends_with("ssl.truststore.certificates")
+        || lower.ends_with("api.token")
 }
 
 #[cfg(test)]

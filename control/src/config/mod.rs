@@ -16,6 +16,7 @@
 //! [`providers::MAX_PROVIDER_FILE_BYTES`].
 
 pub mod check;
+pub mod diff;
 pub mod error;
 pub mod jaas;
 pub mod keys;
@@ -452,7 +453,7 @@ fn read_clusters(
         return Vec::new();
     };
     let mut out: Vec<String> = Vec::new();
-    for alias in crate::filter::java_list(&e.value) {
+    for alias in crate::mm2::filter::java_list(&e.value) {
         let valid = !alias.is_empty()
             && !alias.contains("->")
             && alias

@@ -12,8 +12,8 @@ use strait_dataplane::wire::{ConnConfig, SecurityProtocol};
 use super::error::ConfigWarning;
 use super::keys::is_secret_key;
 use super::values::{Acks, AutoOffsetReset, BrokerAddress, IsolationLevel};
-use crate::filter::{ConfigPropertyFilter, GroupFilter, TopicFilter, UseDefaultsFrom};
-use crate::policy::ReplicationPolicy;
+use crate::mm2::filter::{ConfigPropertyFilter, GroupFilter, TopicFilter, UseDefaultsFrom};
+use crate::mm2::policy::ReplicationPolicy;
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -428,6 +428,21 @@ pub struct StraitSettings {
     /// `strait.api.listen`: REST API and `/metrics` address, default `127.0.0.1:8787`;
     /// empty disables the API.
     pub api_listen: Setting<Option<SocketAddr>>,
+    /// `strait.api.token`: the bearer token mutating API requests need; none by default
+    /// (then they are allowed only on a loopback address). A secret: never printed.
+    pub api_token: Setting<Option<String>>,
+    /// `strait.api.command.queue`: operator commands waiting for the control loop at most,
+    /// default 64 (1..=65536); the API answers 503 beyond.
+    pub api_command_queue: Setting<u32>,
+    /// `strait.api.ssl.keystore.location`: the API's certificate and key (a PEM file with the
+    /// key and the chain, or a PKCS#12 or JKS store, told apart by content); set, the API
+    /// serves HTTPS only. None by default (plain HTTP).
+    pub api_keystore_location: Setting<Option<std::path::PathBuf>>,
+    /// `strait.api.ssl.keystore.password`: the PKCS#12 or JKS store's password. A secret.
+    pub api_keystore_password: Setting<Option<String>>,
+    /// `strait.api.ssl.key.password`: an encrypted PEM key's password (for PKCS#12 and JKS,
+    /// the store's password when unset). A secret.
+    pub api_key_password: Setting<Option<String>>,
     /// `strait.memory.bytes`: fetched data in flight across all shards, split evenly between
     /// them (at least 1 MiB each), default 96 MiB (1 MiB..=1 TiB). A total rather than a
     /// per-shard figure, so that memory does not grow with the core count.
@@ -436,8 +451,33 @@ pub struct StraitSettings {
     pub progress_topic_replication_factor: Setting<i16>,
     /// `strait.on.lost.position`: `fail` (default) or `earliest`.
     pub on_lost_position: Setting<OnLostPosition>,
-    /// `strait.metrics.enabled`: serve `/metrics`, default true.
+    /// `strait.metrics.enabled`: serve `/metrics`, default true (false: `/metrics` answers
+    /// 404).
     pub metrics_enabled: Setting<bool>,
+    /// `strait.metrics.per.partition`: the per-partition series of `/metrics` (labels flow,
+    /// topic, partition), default true; false leaves only per-flow and per-shard series.
+    pub metrics_per_partition: Setting<bool>,
+    /// `strait.health.stall.timeout.ms`: `/health/ready` fails once a partition with lag has
+    /// made no progress for this long, default 60 000 (1 000..=86 400 000).
+    pub health_stall_timeout_ms: Setting<u64>,
+    /// `strait.group.id`: the group of instances this one shares the work with. Default (None):
+    /// `strait-<16 hex digits>`, the digest of the file without its process-local keys, so
+    /// that instances started with the same file form one group with no setting.
+    pub group_id: Setting<Option<String>>,
+    /// `strait.group.cluster`: the alias of the cluster whose group coordinator runs the
+    /// group. Default (None): the target of the first enabled flow.
+    pub group_cluster: Setting<Option<String>>,
+    /// `strait.group.session.timeout.ms`: default 10 000 (1 000..=1 800 000; the broker's
+    /// `group.min.session.timeout.ms`, 6 000 by default, bounds it too). A member without a
+    /// successful heartbeat for this long loses its partitions; it stops producing by itself
+    /// one heartbeat interval earlier.
+    pub group_session_timeout_ms: Setting<u32>,
+    /// `strait.group.heartbeat.interval.ms`: default 3 000 (100..=600 000, and below a third of
+    /// the session timeout).
+    pub group_heartbeat_interval_ms: Setting<u32>,
+    /// `strait.group.rebalance.timeout.ms`: how long a rebalance waits for the members to
+    /// rejoin, default 30 000 (1 000..=1 800 000).
+    pub group_rebalance_timeout_ms: Setting<u32>,
 }
 
 /// A whole resolved `mm2.properties`.

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use super::ConfigEnv;
-use crate::filter::{JavaRegex, java_list};
+use crate::mm2::filter::{JavaRegex, java_list};
 
 /// `FileConfigProvider`.
 pub const FILE_PROVIDER_CLASS: &str = "org.apache.kafka.common.config.provider.FileConfigProvider";

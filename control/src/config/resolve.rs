@@ -20,8 +20,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use strait_dataplane::wire::{
-    ConnConfig, KeyStore, SaslConfig, SaslMechanism, Secret, SecurityProtocol, TlsConfig,
-    TrustStore,
+    ClaimValue, ClientCredentials, ConnConfig, KeyStore, OAuthLogin, SaslConfig, SaslCredentials,
+    SaslMechanism, Secret, SecurityProtocol, TlsConfig, TlsVersions, TokenRefresh, TrustStore,
+    UnsecuredLogin, http, oauth,
 };
 
 use super::error::{ConfigError, ConfigWarning, ErrorKind, Severity, WarningKind};
@@ -30,10 +31,13 @@ use super::keys::{self, CONNECTION_KEYS, CONNECTOR_KEYS, ClientKind};
 use super::model::*;
 use super::values::{
     Acks, AutoOffsetReset, BrokerAddress, IsolationLevel, java_parse_boolean, java_trim,
-    parse_bool, parse_host_ports, parse_int, parse_listen_addr, parse_replication_factor,
+    parse_bool, parse_double, parse_host_ports, parse_int, parse_listen_addr,
+    parse_replication_factor,
 };
-use crate::filter::{ConfigPropertyFilter, GroupFilter, TopicFilter, UseDefaultsFrom, java_list};
-use crate::policy::{DefaultPolicy, IDENTITY_POLICY_CLASS, ReplicationPolicy};
+use crate::mm2::filter::{
+    ConfigPropertyFilter, GroupFilter, TopicFilter, UseDefaultsFrom, java_list,
+};
+use crate::mm2::policy::{DefaultPolicy, IDENTITY_POLICY_CLASS, ReplicationPolicy};
 
 /// The most cluster aliases a file may list (flows grow with its square).
 pub const MAX_CLUSTERS: usize = 64;
@@ -45,6 +49,7 @@ pub const WHY_READ_COMMITTED: &str =
 pub const WHY_FAST_REFRESH: &str =
     "new topics and groups are picked up within seconds, not MM2's 10 minutes";
 /// Why strait's replication producer keeps 5 requests in flight.
+pub const WHY_REQUEST_SIZE: &str = "source batches are forwarded whole, up to 16 MiB per produce request (MM2's 1 MiB would split the shards' requests 16 times)";
 pub const WHY_IN_FLIGHT: &str = "the idempotent producer keeps order with up to 5 requests in flight (MM2's worker producer: 1)";
 
 /// A file entry after provider expansion.
@@ -694,14 +699,15 @@ impl<'a> Resolver<'a> {
                 IsolationLevel::ReadCommitted,
                 WHY_READ_COMMITTED,
             );
-            if let AutoOffsetReset::ByDuration(_) = c.auto_offset_reset.value
+            if let AutoOffsetReset::ByDuration(_) | AutoOffsetReset::None =
+                c.auto_offset_reset.value
                 && enabled
             {
                 self.error(
                     ErrorKind::Unsupported,
                     reset.as_ref(),
                     "auto.offset.reset",
-                    "auto.offset.reset=by_duration is not supported by strait yet; use earliest or latest",
+                    "only earliest and latest are supported: a partition without stored progress starts at the source's log start or end (none and by_duration are not)",
                 );
             }
             c
@@ -714,6 +720,8 @@ impl<'a> Resolver<'a> {
                 5,
                 WHY_IN_FLIGHT,
             );
+            p.max_request_size =
+                Self::with_strait_default(p.max_request_size, 16 << 20, WHY_REQUEST_SIZE);
             p.client.conn.max_in_flight_requests =
                 p.max_in_flight_requests_per_connection.value as usize;
             if enabled {
@@ -1069,11 +1077,7 @@ impl<'a> Resolver<'a> {
         let ks_key = get("ssl.keystore.key");
         let ks_chain = get("ssl.keystore.certificate.chain");
         let key_pw = get("ssl.key.password");
-        let encrypted_pem = |this: &mut Self| {
-            if key_pw.is_some() {
-                this.error(ErrorKind::Unsupported, key_pw.as_ref(), "ssl.key.password", "encrypted PEM private keys are not supported by strait; use an unencrypted PKCS#8 key");
-            }
-        };
+        let key_password = key_pw.as_ref().map(|v| Secret::new(v.value.clone()));
         let keystore = if let Some(key) = &ks_key {
             if ks_type != "PEM" {
                 self.error(ErrorKind::Tls, Some(key), "ssl.keystore.key", format!("a private key can be given inline only with ssl.keystore.type=PEM, not {ks_type}"));
@@ -1098,13 +1102,13 @@ impl<'a> Resolver<'a> {
                 self.error(ErrorKind::Tls, ks_pw.as_ref(), "ssl.keystore.password", "a PEM key store takes no ssl.keystore.password; only ssl.key.password may be set");
                 None
             } else {
-                encrypted_pem(self);
                 Some(KeyStore::PemInline {
-                    key: Secret::new(key.value.clone()),
+                    key: Secret::new(normalize_inline_pem(&key.value)),
                     certificate_chain: ks_chain
                         .as_ref()
-                        .map(|v| v.value.clone())
+                        .map(|v| normalize_inline_pem(&v.value))
                         .unwrap_or_default(),
+                    key_password,
                 })
             }
         } else if let Some(chain) = &ks_chain {
@@ -1122,8 +1126,7 @@ impl<'a> Resolver<'a> {
                     self.error(ErrorKind::Tls, ks_pw.as_ref(), "ssl.keystore.password", "a PEM key store takes no ssl.keystore.password; only ssl.key.password may be set");
                     None
                 } else {
-                    encrypted_pem(self);
-                    Some(KeyStore::PemFile(path))
+                    Some(KeyStore::PemFile { path, key_password })
                 }
             } else if ks_pw.is_none() {
                 self.error(
@@ -1133,29 +1136,26 @@ impl<'a> Resolver<'a> {
                     "a key store is set but ssl.keystore.password is not",
                 );
                 None
-            } else if ks_type.eq_ignore_ascii_case("PKCS12") {
-                let store_pw = ks_pw.as_ref().map(|v| v.value.clone());
-                if let Some(kp) = &key_pw
-                    && Some(&kp.value) != store_pw.as_ref()
-                {
-                    self.error(ErrorKind::Unsupported, Some(kp), "ssl.key.password", "a PKCS12 key password different from the store password is not supported by strait");
-                }
-                Some(KeyStore::Pkcs12 {
-                    path,
-                    password: store_pw.map(Secret::new),
-                })
-            } else if ks_type.eq_ignore_ascii_case("JKS") {
-                let type_v = get("ssl.keystore.type");
-                self.error(
-                    ErrorKind::Unsupported,
-                    type_v.as_ref().or(Some(loc)),
-                    "ssl.keystore.type",
-                    "JKS key stores are not supported by strait (ssl.keystore.type defaults to JKS); convert the store to PKCS12 (keytool -importkeystore -deststoretype PKCS12) or PEM",
-                );
-                None
             } else {
-                // Unknown types were reported with ssl.keystore.type.
-                None
+                // JKS (the default type) and PKCS12 files are told apart by their content when
+                // they are loaded, as Java does; the declared type only names them.
+                let password = ks_pw.as_ref().map(|v| Secret::new(v.value.clone()));
+                if ks_type.eq_ignore_ascii_case("PKCS12") {
+                    Some(KeyStore::Pkcs12 {
+                        path,
+                        password,
+                        key_password,
+                    })
+                } else if ks_type.eq_ignore_ascii_case("JKS") {
+                    Some(KeyStore::Jks {
+                        path,
+                        password,
+                        key_password,
+                    })
+                } else {
+                    // Unknown types were reported with ssl.keystore.type.
+                    None
+                }
             }
         } else {
             if ks_pw.is_some() {
@@ -1173,10 +1173,21 @@ impl<'a> Resolver<'a> {
         let verify_hostname = props
             .get("ssl.endpoint.identification.algorithm")
             .is_none_or(|v| !java_trim(&v.value).is_empty());
+        // An unusable list was reported where the key was validated.
+        let versions = props
+            .get("ssl.enabled.protocols")
+            .map(|v| java_list(&v.value))
+            .map(|l| TlsVersions {
+                tls12: l.iter().any(|p| p == "TLSv1.2"),
+                tls13: l.iter().any(|p| p == "TLSv1.3"),
+            })
+            .filter(|v| v.tls12 || v.tls13)
+            .unwrap_or_default();
         Some(TlsConfig {
             truststore,
             keystore,
             verify_hostname,
+            versions,
         })
     }
 
@@ -1207,7 +1218,7 @@ impl<'a> Resolver<'a> {
                         ErrorKind::Sasl,
                         proto.as_ref(),
                         "sasl.mechanism",
-                        format!("security.protocol={} without sasl.mechanism means GSSAPI (Kerberos), which strait does not support; set sasl.mechanism to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", protocol.name()),
+                        format!("security.protocol={} without sasl.mechanism means GSSAPI (Kerberos), which strait does not support; set sasl.mechanism to PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", protocol.name()),
                     );
                 }
                 // A set but unsupported mechanism was reported with its key.
@@ -1229,14 +1240,312 @@ impl<'a> Resolver<'a> {
         };
         // Syntax and module problems were reported with the key.
         let entry = jaas::parse(&jv.value).ok()?;
+        let is_oauth_module = entry.login_module == jaas::OAUTHBEARER_LOGIN_MODULE;
+        if is_oauth_module != (mechanism == SaslMechanism::OAuthBearer) {
+            self.error(
+                ErrorKind::Sasl,
+                Some(&jv),
+                "sasl.jaas.config",
+                format!(
+                    "sasl.mechanism={} needs {}, but sasl.jaas.config uses {}",
+                    mechanism.name(),
+                    if is_oauth_module {
+                        "PlainLoginModule or ScramLoginModule"
+                    } else {
+                        jaas::OAUTHBEARER_LOGIN_MODULE
+                    },
+                    entry.login_module
+                ),
+            );
+            return None;
+        }
+        if mechanism == SaslMechanism::OAuthBearer {
+            let login = self.oauth_login(props, &jv, &entry)?;
+            return Some(SaslConfig {
+                mechanism,
+                credentials: SaslCredentials::OAuthBearer(login),
+            });
+        }
         let username = entry.options.get("username")?.clone();
         let password = Secret::new(entry.options.get("password")?.clone());
-        Some(SaslConfig {
-            mechanism,
-            username,
-            password,
+        Some(SaslConfig::password(mechanism, username, password))
+    }
+
+    /// OAUTHBEARER's login: Kafka's unsecured handler, or the OIDC client-credentials handler
+    /// when `sasl.login.callback.handler.class` names it (KIP-768).
+    fn oauth_login(
+        &mut self,
+        props: &Props,
+        jv: &Val,
+        entry: &jaas::JaasEntry,
+    ) -> Option<OAuthLogin> {
+        let handler = props
+            .get("sasl.login.callback.handler.class")
+            .map(|v| java_trim(&v.value).to_string())
+            .unwrap_or_default();
+        if handler.is_empty() {
+            if let Some(url) = props.get("sasl.oauthbearer.token.endpoint.url") {
+                self.error(
+                    ErrorKind::Sasl,
+                    Some(url),
+                    "sasl.oauthbearer.token.endpoint.url",
+                    format!(
+                        "a token endpoint is set but sasl.login.callback.handler.class is not: Kafka then uses its unsecured login and never calls the endpoint; set sasl.login.callback.handler.class={}",
+                        jaas::OAUTHBEARER_LOGIN_HANDLERS[0]
+                    ),
+                );
+                return None;
+            }
+            return match unsecured_login(&entry.options) {
+                Ok(login) => Some(OAuthLogin::Unsecured(login)),
+                Err(message) => {
+                    self.error(ErrorKind::Sasl, Some(jv), "sasl.jaas.config", message);
+                    None
+                }
+            };
+        }
+        // Any other handler class was refused with its key.
+        jaas::OAUTHBEARER_LOGIN_HANDLERS
+            .contains(&handler.as_str())
+            .then_some(())?;
+        self.client_credentials(props, jv, entry)
+            .map(|c| OAuthLogin::ClientCredentials(Box::new(c)))
+    }
+
+    fn client_credentials(
+        &mut self,
+        props: &Props,
+        jv: &Val,
+        entry: &jaas::JaasEntry,
+    ) -> Option<ClientCredentials> {
+        let opt = |name: &str| {
+            entry
+                .options
+                .get(name)
+                .map(|v| java_trim(v).to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let key = |name: &str| {
+            props
+                .get(name)
+                .map(|v| java_trim(&v.value).to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let Some(url) = key("sasl.oauthbearer.token.endpoint.url") else {
+            self.error(
+                ErrorKind::Sasl,
+                props.get("sasl.login.callback.handler.class"),
+                "sasl.oauthbearer.token.endpoint.url",
+                "the OIDC login (OAuthBearerLoginCallbackHandler) needs sasl.oauthbearer.token.endpoint.url",
+            );
+            return None;
+        };
+        let endpoint = match http::Endpoint::parse(&url) {
+            Ok(e) => e,
+            Err(e) => {
+                let v = props.get("sasl.oauthbearer.token.endpoint.url").cloned();
+                self.error(
+                    ErrorKind::InvalidValue,
+                    v.as_ref(),
+                    "sasl.oauthbearer.token.endpoint.url",
+                    e.to_string(),
+                );
+                return None;
+            }
+        };
+        // The KIP-1139 keys first, then the JAAS options Kafka read before them.
+        let client_id =
+            key("sasl.oauthbearer.client.credentials.client.id").or_else(|| opt("clientId"));
+        let client_secret = key("sasl.oauthbearer.client.credentials.client.secret")
+            .or_else(|| opt("clientSecret"));
+        let needs_credentials = matches!(endpoint, http::Endpoint::Http(_));
+        if needs_credentials && (client_id.is_none() || client_secret.is_none()) {
+            let missing = if client_id.is_none() {
+                "clientId"
+            } else {
+                "clientSecret"
+            };
+            self.error(
+                ErrorKind::Sasl,
+                Some(jv),
+                "sasl.jaas.config",
+                format!("the OIDC login needs the JAAS option {missing} (or sasl.oauthbearer.client.credentials.{})", if missing == "clientId" { "client.id" } else { "client.secret" }),
+            );
+            return None;
+        }
+        let mut extensions = Vec::new();
+        for (name, value) in &entry.options {
+            if let Some(ext) = name.strip_prefix("extension_") {
+                if let Err(e) = oauth::validate_extension(ext, value) {
+                    self.error(ErrorKind::Sasl, Some(jv), "sasl.jaas.config", e.to_string());
+                    return None;
+                }
+                extensions.push((ext.to_string(), value.clone()));
+            }
+        }
+        // Kafka's JaasOptionsUtils builds the token endpoint's TLS from ssl.* JAAS options.
+        let ssl_props: Props = entry
+            .options
+            .iter()
+            .filter(|(k, _)| k.starts_with("ssl."))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Val {
+                        value: v.clone(),
+                        origin: jv.origin.clone(),
+                        file_key: jv.file_key.clone(),
+                        line: jv.line,
+                    },
+                )
+            })
+            .collect();
+        let tls = self
+            .tls(&ssl_props, SecurityProtocol::Ssl)
+            .unwrap_or_default();
+        let ms = |name: &str, default: u64| {
+            setting(props, name, default, |v| {
+                parse_int(v, 0, i64::MAX, "a 64-bit integer >= 0").map(|n| n as u64)
+            })
+            .value
+        };
+        let dbl = |name: &str, lo: f64, hi: f64, default: f64| {
+            setting(props, name, default, |v| parse_double(v, lo, hi)).value
+        };
+        let defaults = TokenRefresh::default();
+        Some(ClientCredentials {
+            token_endpoint_url: url,
+            client_id: client_id.unwrap_or_default(),
+            client_secret: Secret::new(client_secret.unwrap_or_default()),
+            scope: key("sasl.oauthbearer.scope").or_else(|| opt("scope")),
+            extensions,
+            urlencode_header: setting(
+                props,
+                "sasl.oauthbearer.header.urlencode",
+                false,
+                parse_bool,
+            )
+            .value,
+            sub_claim_name: key("sasl.oauthbearer.sub.claim.name").unwrap_or_else(|| "sub".into()),
+            tls,
+            connect_timeout_ms: ms("sasl.login.connect.timeout.ms", STRAIT_LOGIN_TIMEOUT_MS),
+            read_timeout_ms: ms("sasl.login.read.timeout.ms", STRAIT_LOGIN_TIMEOUT_MS),
+            retry_backoff_ms: ms("sasl.login.retry.backoff.ms", 100),
+            retry_backoff_max_ms: ms("sasl.login.retry.backoff.max.ms", 10_000),
+            refresh: TokenRefresh {
+                window_factor: dbl(
+                    "sasl.login.refresh.window.factor",
+                    0.5,
+                    1.0,
+                    defaults.window_factor,
+                ),
+                window_jitter: dbl(
+                    "sasl.login.refresh.window.jitter",
+                    0.0,
+                    0.25,
+                    defaults.window_jitter,
+                ),
+                min_period_seconds: ms(
+                    "sasl.login.refresh.min.period.seconds",
+                    defaults.min_period_seconds,
+                ),
+                buffer_seconds: ms("sasl.login.refresh.buffer.seconds", defaults.buffer_seconds),
+            },
         })
     }
+}
+
+/// strait's bound on `sasl.login.connect.timeout.ms` and `sasl.login.read.timeout.ms` when
+/// they are not set (Kafka's default: no timeout).
+pub const STRAIT_LOGIN_TIMEOUT_MS: u64 = 10_000;
+
+/// The unsecured login's options, with the rules of Kafka's
+/// `OAuthBearerUnsecuredLoginCallbackHandler`. Messages name options, never their values.
+fn unsecured_login(options: &BTreeMap<String, String>) -> Result<UnsecuredLogin, String> {
+    const PREFIX: &str = "unsecuredLogin";
+    if options.is_empty() {
+        return Err("the unsecured OAUTHBEARER login has no options, so it has no token to send; set unsecuredLoginStringClaim_sub=\"<principal>\" (or configure the OIDC login)".into());
+    }
+    if options
+        .keys()
+        .all(|k| k.starts_with("unsecuredLoginExtension_"))
+    {
+        return Err(
+            "extensions are given without a token (unsecuredLoginStringClaim_sub is missing)"
+                .into(),
+        );
+    }
+    let trimmed = |k: &str| {
+        options
+            .get(k)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let principal_claim_name =
+        trimmed(&format!("{PREFIX}PrincipalClaimName")).unwrap_or_else(|| "sub".into());
+    let lifetime_seconds = match options.get(&format!("{PREFIX}LifetimeSeconds")) {
+        None => 3600,
+        Some(v) => v
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| "unsecuredLoginLifetimeSeconds is not a whole number".to_string())?,
+    };
+    let mut claims = Vec::new();
+    let mut extensions = Vec::new();
+    for (key, value) in options {
+        let reserved = |name: &str| -> Result<String, String> {
+            if name == "exp" || name == "iat" {
+                Err(format!(
+                    "the `{name}` claim cannot be set explicitly ({key})"
+                ))
+            } else {
+                Ok(name.to_string())
+            }
+        };
+        if let Some(name) = key
+            .strip_prefix("unsecuredLoginStringClaim_")
+            .filter(|n| !n.is_empty())
+        {
+            claims.push((reserved(name)?, ClaimValue::String(value.clone())));
+        } else if let Some(name) = key
+            .strip_prefix("unsecuredLoginNumberClaim_")
+            .filter(|n| !n.is_empty())
+        {
+            let n: f64 = java_trim(value)
+                .parse()
+                .ok()
+                .filter(|n: &f64| n.is_finite())
+                .ok_or_else(|| format!("{key} is not a number"))?;
+            let json = serde_json::Number::from_f64(n)
+                .map(|n| n.to_string())
+                .ok_or_else(|| format!("{key} is not a number"))?;
+            claims.push((reserved(name)?, ClaimValue::Number(json)));
+        } else if let Some(name) = key
+            .strip_prefix("unsecuredLoginListClaim_")
+            .filter(|n| !n.is_empty())
+        {
+            claims.push((
+                reserved(name)?,
+                ClaimValue::List(oauth::unsecured_list_claim(value)),
+            ));
+        } else if let Some(name) = key.strip_prefix("unsecuredLoginExtension_") {
+            oauth::validate_extension(name, value).map_err(|e| e.to_string())?;
+            extensions.push((name.to_string(), value.clone()));
+        }
+    }
+    let login = UnsecuredLogin {
+        principal_claim_name,
+        lifetime_seconds,
+        claims,
+        extensions,
+    };
+    if login.principal().trim().is_empty() {
+        return Err(format!(
+            "the unsecured login names no principal: set unsecuredLoginStringClaim_{}",
+            login.principal_claim_name
+        ));
+    }
+    Ok(login)
 }
 
 /// Inline PEM written with properties-file continuations arrives on one line
@@ -1339,6 +1648,41 @@ pub(crate) fn strait_settings(
             "local-only REST API and /metrics",
             parse_listen_addr,
         ),
+        api_token: get(
+            &file,
+            "strait.api.token",
+            None,
+            "no token: changes through the API only on a loopback address",
+            |v| Ok(Some(v.to_string())),
+        ),
+        api_command_queue: get(
+            &file,
+            "strait.api.command.queue",
+            64,
+            "room for bursts of operator commands",
+            |v| parse_int(v, 1, 65536, "").map(|n| n as u32),
+        ),
+        api_keystore_location: get(
+            &file,
+            "strait.api.ssl.keystore.location",
+            None,
+            "no key store: the API serves plain HTTP",
+            |v| Ok(Some(std::path::PathBuf::from(java_trim(v)))),
+        ),
+        api_keystore_password: get(
+            &file,
+            "strait.api.ssl.keystore.password",
+            None,
+            "no store password",
+            |v| Ok(Some(v.to_string())),
+        ),
+        api_key_password: get(
+            &file,
+            "strait.api.ssl.key.password",
+            None,
+            "no key password",
+            |v| Ok(Some(v.to_string())),
+        ),
         memory_bytes: get(
             &file,
             "strait.memory.bytes",
@@ -1371,6 +1715,55 @@ pub(crate) fn strait_settings(
             "metrics on by default",
             parse_bool,
         ),
+        metrics_per_partition: get(
+            &file,
+            "strait.metrics.per.partition",
+            true,
+            "per-partition series on by default (3 labels, one series set per partition)",
+            parse_bool,
+        ),
+        health_stall_timeout_ms: get(
+            &file,
+            "strait.health.stall.timeout.ms",
+            60_000,
+            "a partition with lag and no progress for a minute makes strait not ready",
+            |v| parse_int(v, 1_000, 86_400_000, "").map(|n| n as u64),
+        ),
+        group_id: get(
+            &file,
+            "strait.group.id",
+            None,
+            "strait-<digest of the file>: instances with the same file form one group",
+            |v| Ok(Some(java_trim(v).to_string()).filter(|s| !s.is_empty())),
+        ),
+        group_cluster: get(
+            &file,
+            "strait.group.cluster",
+            None,
+            "the target of the first enabled flow",
+            |v| Ok(Some(java_trim(v).to_string()).filter(|s| !s.is_empty())),
+        ),
+        group_session_timeout_ms: get(
+            &file,
+            "strait.group.session.timeout.ms",
+            10_000,
+            "a dead member's partitions move within 10 s, as in Kafka Connect",
+            |v| parse_int(v, 1000, 1_800_000, "").map(|n| n as u32),
+        ),
+        group_heartbeat_interval_ms: get(
+            &file,
+            "strait.group.heartbeat.interval.ms",
+            3_000,
+            "Kafka's default: several heartbeats per session",
+            |v| parse_int(v, 100, 600_000, "").map(|n| n as u32),
+        ),
+        group_rebalance_timeout_ms: get(
+            &file,
+            "strait.group.rebalance.timeout.ms",
+            30_000,
+            "room for every member to drain its revoked partitions",
+            |v| parse_int(v, 1000, 1_800_000, "").map(|n| n as u32),
+        ),
     }
 }
 
@@ -1386,7 +1779,10 @@ pub(crate) fn address_set(addrs: &[BrokerAddress]) -> BTreeSet<String> {
 mod tests {
     use std::path::Path;
 
-    use strait_dataplane::wire::{KeyStore, SaslMechanism, SecurityProtocol, TrustStore};
+    use strait_dataplane::wire::{
+        ClaimValue, KeyStore, OAuthLogin, SaslConfig, SaslCredentials, SaslMechanism, Secret,
+        SecurityProtocol, TlsVersions, TrustStore,
+    };
 
     use crate::config::model::{IoBackend, OffsetSyncsLocation, OnLostPosition, Origin};
     use crate::config::values::{Acks, IsolationLevel};
@@ -1721,8 +2117,10 @@ mod tests {
             .conn;
         let sasl = conn.sasl.as_ref().expect("sasl");
         assert_eq!(sasl.mechanism, SaslMechanism::ScramSha512);
-        assert_eq!(sasl.username, "alice");
-        assert_eq!(sasl.password.expose(), "alice-secret");
+        assert_eq!(
+            sasl.user_password().map(|(u, p)| (u, p.expose())),
+            Some(("alice", "alice-secret"))
+        );
         let tls = conn.tls.as_ref().expect("tls");
         assert_eq!(tls.truststore, TrustStore::PemFile("/etc/ca.pem".into()));
         assert!(!tls.verify_hostname);
@@ -1790,18 +2188,187 @@ mod tests {
     }
 
     #[test]
-    fn jks_key_stores_and_self_flows() {
-        let errs = try_load("B.security.protocol = SSL\nB.ssl.keystore.location = /k.jks\nB.ssl.keystore.password = pw\n")
-            .expect_err("JKS key store");
-        assert_eq!(errs.len(), 1, "{errs:?}");
-        assert_eq!(errs[0].kind, ErrorKind::Unsupported);
+    fn java_key_stores_and_self_flows() {
+        // JKS is the default key store type (a PKCS#12 file is read too, by its content).
+        let c = load(
+            "B.security.protocol = SSL\nB.ssl.keystore.location = /k.jks\nB.ssl.keystore.password = pw\nB.ssl.key.password = kp\n",
+        );
+        let tls = c.flows[0]
+            .clients
+            .target_producer
+            .client
+            .conn
+            .tls
+            .clone()
+            .expect("tls");
+        assert_eq!(
+            tls.keystore,
+            Some(KeyStore::Jks {
+                path: "/k.jks".into(),
+                password: Some(Secret::new("pw")),
+                key_password: Some(Secret::new("kp")),
+            })
+        );
+        // Encrypted PEM keys take ssl.key.password.
+        let c = load(
+            "B.security.protocol = SSL\nB.ssl.keystore.type = PEM\nB.ssl.keystore.location = /k.pem\nB.ssl.key.password = kp\nB.ssl.enabled.protocols = TLSv1.2\n",
+        );
+        let tls = c.flows[0]
+            .clients
+            .target_admin
+            .client
+            .conn
+            .tls
+            .clone()
+            .expect("tls");
+        assert_eq!(
+            tls.keystore,
+            Some(KeyStore::PemFile {
+                path: "/k.pem".into(),
+                key_password: Some(Secret::new("kp")),
+            })
+        );
+        assert_eq!(
+            tls.versions,
+            TlsVersions {
+                tls12: true,
+                tls13: false
+            }
+        );
+        // A key store still needs its password.
+        let errs = try_load("B.security.protocol = SSL\nB.ssl.keystore.location = /k.jks\n")
+            .expect_err("no password");
+        assert_eq!(errs[0].kind, ErrorKind::Tls, "{errs:?}");
         assert_eq!(errs[0].key.as_deref(), Some("B.ssl.keystore.location"));
-        assert_eq!(errs[0].line, Some(7));
         // The JKS type alone, with no key store, is harmless.
         load("B.ssl.keystore.type = JKS\n");
         let errs = try_load("A->A.enabled = true\n").expect_err("self flow");
         assert_eq!(errs[0].kind, ErrorKind::Conflict);
         assert_eq!(errs[0].line, Some(6));
+    }
+
+    const OAUTH_MODULE: &str =
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+
+    fn oauth_of(c: &Mm2Config) -> OAuthLogin {
+        match &c.flows[0].clients.target_producer.client.conn.sasl {
+            Some(SaslConfig {
+                mechanism: SaslMechanism::OAuthBearer,
+                credentials: SaslCredentials::OAuthBearer(login),
+            }) => login.clone(),
+            other => panic!("expected OAUTHBEARER, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn oauthbearer_unsecured_login() {
+        let c = load(&format!(
+            "B.security.protocol = SASL_PLAINTEXT\nB.sasl.mechanism = OAUTHBEARER\nB.sasl.jaas.config = {OAUTH_MODULE} required unsecuredLoginStringClaim_sub=\"mirror\" unsecuredLoginListClaim_scope=\",a,b\" unsecuredLoginNumberClaim_n=\"2\" unsecuredLoginExtension_traceId=\"t1\" unsecuredLoginLifetimeSeconds=\"60\";\n"
+        ));
+        let OAuthLogin::Unsecured(u) = oauth_of(&c) else {
+            panic!("expected the unsecured login")
+        };
+        assert_eq!(u.principal(), "mirror");
+        assert_eq!(u.lifetime_seconds, 60);
+        assert_eq!(
+            u.extensions,
+            vec![("traceId".to_string(), "t1".to_string())]
+        );
+        assert!(
+            u.claims
+                .contains(&("n".to_string(), ClaimValue::Number("2.0".into())))
+        );
+        assert!(u.claims.contains(&(
+            "scope".to_string(),
+            ClaimValue::List(vec!["a".into(), "b".into()])
+        )));
+        for (bad, says) in [
+            (
+                "unsecuredLoginStringClaim_user=\"x\"",
+                "unsecuredLoginStringClaim_sub",
+            ),
+            (
+                "unsecuredLoginStringClaim_sub=\"x\" unsecuredLoginNumberClaim_exp=\"1\"",
+                "exp",
+            ),
+            (
+                "unsecuredLoginStringClaim_sub=\"x\" unsecuredLoginLifetimeSeconds=\"soon\"",
+                "LifetimeSeconds",
+            ),
+            (
+                "unsecuredLoginStringClaim_sub=\"x\" unsecuredLoginExtension_auth=\"y\"",
+                "auth",
+            ),
+        ] {
+            let errs = try_load(&format!(
+                "B.security.protocol = SASL_PLAINTEXT\nB.sasl.mechanism = OAUTHBEARER\nB.sasl.jaas.config = {OAUTH_MODULE} required {bad};\n"
+            ))
+            .expect_err(bad);
+            assert!(
+                errs.iter().any(|e| e.to_string().contains(says)),
+                "{bad}: {errs:?}"
+            );
+        }
+        // The module must match the mechanism.
+        let errs = try_load(&format!(
+            "B.security.protocol = SASL_SSL\nB.sasl.mechanism = PLAIN\nB.sasl.jaas.config = {OAUTH_MODULE} required unsecuredLoginStringClaim_sub=\"x\";\n"
+        ))
+        .expect_err("module");
+        assert!(errs[0].to_string().contains("PlainLoginModule"), "{errs:?}");
+    }
+
+    #[test]
+    fn oauthbearer_client_credentials() {
+        let base = "B.security.protocol = SASL_SSL\nB.sasl.mechanism = OAUTHBEARER\nB.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\nB.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\nB.sasl.login.retry.backoff.max.ms = 2000\nB.sasl.login.refresh.buffer.seconds = 30\n";
+        let c = load(&format!(
+            "{base}B.sasl.jaas.config = {OAUTH_MODULE} required clientId=\"strait\" clientSecret=\"s3cret\" scope=\"kafka\" extension_logicalCluster=\"lkc-1\" ssl.truststore.type=\"PEM\" ssl.truststore.location=\"/idp-ca.pem\";\n"
+        ));
+        let OAuthLogin::ClientCredentials(cc) = oauth_of(&c) else {
+            panic!("expected the OIDC login")
+        };
+        assert_eq!(cc.token_endpoint_url, "https://idp.example/token");
+        assert_eq!(cc.client_id, "strait");
+        assert_eq!(cc.client_secret.expose(), "s3cret");
+        assert_eq!(cc.scope.as_deref(), Some("kafka"));
+        assert_eq!(
+            cc.extensions,
+            vec![("logicalCluster".to_string(), "lkc-1".to_string())]
+        );
+        assert_eq!(cc.tls.truststore, TrustStore::PemFile("/idp-ca.pem".into()));
+        assert_eq!(
+            (cc.connect_timeout_ms, cc.read_timeout_ms),
+            (10_000, 10_000)
+        );
+        assert_eq!((cc.retry_backoff_ms, cc.retry_backoff_max_ms), (100, 2000));
+        assert_eq!(cc.refresh.buffer_seconds, 30);
+        // The KIP-1139 keys win over the JAAS options.
+        let c = load(&format!(
+            "{base}B.sasl.oauthbearer.client.credentials.client.id = other\nB.sasl.jaas.config = {OAUTH_MODULE} required clientId=\"strait\" clientSecret=\"s3cret\";\n"
+        ));
+        let OAuthLogin::ClientCredentials(cc) = oauth_of(&c) else {
+            panic!()
+        };
+        assert_eq!(cc.client_id, "other");
+        // Missing pieces are errors that never show the secret.
+        let errs = try_load(&format!(
+            "{base}B.sasl.jaas.config = {OAUTH_MODULE} required clientId=\"strait\";\n"
+        ))
+        .expect_err("no secret");
+        assert!(errs[0].to_string().contains("clientSecret"), "{errs:?}");
+        let errs = try_load(&format!(
+            "B.security.protocol = SASL_SSL\nB.sasl.mechanism = OAUTHBEARER\nB.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\nB.sasl.jaas.config = {OAUTH_MODULE} required clientId=\"strait\" clientSecret=\"s3cret\";\n"
+        ))
+        .expect_err("no handler");
+        let text = format!("{errs:?}");
+        assert!(
+            text.contains("sasl.login.callback.handler.class") && !text.contains("s3cret"),
+            "{text}"
+        );
+        let errs = try_load(&format!(
+            "{base}B.sasl.login.callback.handler.class = com.example.MyHandler\nB.sasl.jaas.config = {OAUTH_MODULE} required clientId=\"a\" clientSecret=\"s3cret\";\n"
+        ))
+        .expect_err("unknown handler");
+        assert_eq!(errs[0].kind, ErrorKind::Unsupported, "{errs:?}");
     }
 
     #[test]

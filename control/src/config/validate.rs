@@ -21,7 +21,7 @@ use super::keys::{
     WORKER_TOP_LEVEL_PREFIXES,
 };
 use super::values::{check_type, java_parse_boolean, java_trim};
-use crate::filter::java_list;
+use crate::mm2::filter::java_list;
 
 /// Where a key applies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -749,17 +749,15 @@ fn semantic_check(name: &str, value: &str) -> Result<(), (ErrorKind, String)> {
     let t = java_trim(value);
     match name {
         "sasl.mechanism" => match t {
-            "PLAIN" | "SCRAM-SHA-256" | "SCRAM-SHA-512" => Ok(()),
-            "GSSAPI" | "OAUTHBEARER" => Err((
+            "PLAIN" | "SCRAM-SHA-256" | "SCRAM-SHA-512" | "OAUTHBEARER" => Ok(()),
+            "GSSAPI" => Err((
                 ErrorKind::Unsupported,
-                format!(
-                    "SASL mechanism {t} is not supported by strait; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
-                ),
+                "SASL mechanism GSSAPI (Kerberos) is not supported by strait; use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER".to_string(),
             )),
             _ => Err((
                 ErrorKind::InvalidValue,
                 format!(
-                    "unknown SASL mechanism `{t}`; strait supports PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"
+                    "unknown SASL mechanism `{t}`; strait supports PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER"
                 ),
             )),
         },
@@ -787,12 +785,10 @@ fn semantic_check(name: &str, value: &str) -> Result<(), (ErrorKind, String)> {
         }
         "ssl.keystore.type" => match t {
             "PEM" => Ok(()),
-            // A JKS key store is refused where one is configured (resolution): the type
-            // alone is Kafka's default and harmless.
             _ if t.eq_ignore_ascii_case("PKCS12") || t.eq_ignore_ascii_case("JKS") => Ok(()),
             _ => Err((
                 ErrorKind::Unsupported,
-                format!("key store type `{t}` is not supported; use PEM or PKCS12"),
+                format!("key store type `{t}` is not supported; use PEM, PKCS12 or JKS"),
             )),
         },
         "ssl.truststore.type" => match t {
@@ -810,16 +806,21 @@ fn semantic_check(name: &str, value: &str) -> Result<(), (ErrorKind, String)> {
 fn check_jaas(value: &str) -> Result<(), (ErrorKind, String)> {
     let entry = jaas::parse(value)
         .map_err(|e| (ErrorKind::InvalidValue, format!("invalid JAAS config: {e}")))?;
+    if entry.login_module == jaas::OAUTHBEARER_LOGIN_MODULE {
+        // Its options depend on the login handler: checked when the client is resolved.
+        return Ok(());
+    }
     if entry.login_module != jaas::PLAIN_LOGIN_MODULE
         && entry.login_module != jaas::SCRAM_LOGIN_MODULE
     {
         return Err((
             ErrorKind::Unsupported,
             format!(
-                "login module {} is not supported; strait supports {} and {}",
+                "login module {} is not supported; strait supports {}, {} and {}",
                 entry.login_module,
                 jaas::PLAIN_LOGIN_MODULE,
-                jaas::SCRAM_LOGIN_MODULE
+                jaas::SCRAM_LOGIN_MODULE,
+                jaas::OAUTHBEARER_LOGIN_MODULE
             ),
         ));
     }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::SocketAddr;
 
 use super::keys::Ty;
-use crate::filter::{PatternList, java_list};
+use crate::mm2::filter::{PatternList, java_list};
 
 /// Java's `String.trim()`: strips every character up to U+0020 at both ends.
 pub fn java_trim(s: &str) -> &str {
@@ -281,7 +281,7 @@ pub fn check_type(ty: Ty, v: &str) -> Result<(), String> {
         Ty::HostPorts => parse_host_ports(v).map(drop),
         Ty::ReplicationFactor => parse_replication_factor(v).map(drop),
         Ty::Patterns => PatternList::parse("", v).map(drop).map_err(|e| match e {
-            crate::filter::FilterError::InvalidRegex {
+            crate::mm2::filter::FilterError::InvalidRegex {
                 culprit, reason, ..
             } => match culprit {
                 Some(c) => format!("invalid regular expression `{c}`: {reason}"),

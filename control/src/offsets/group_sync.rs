@@ -221,6 +221,51 @@ pub fn plan_group_sync<'a>(
     decisions
 }
 
+/// What one group-sync round did for one group: the report strait logs (and `offsets
+/// translate` prints as a plan).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSyncReport {
+    pub group: String,
+    /// The target group's state when the round looked.
+    pub state: TargetGroupState,
+    /// One decision per target partition with a checkpoint.
+    pub decisions: Vec<GroupSyncDecision>,
+    /// Commits the target refused, with its error.
+    pub failures: Vec<(TopicPartition, String)>,
+}
+
+impl GroupSyncReport {
+    /// Partitions committed.
+    pub fn committed(&self) -> usize {
+        self.decisions
+            .iter()
+            .filter(|d| d.is_commit() && !self.failures.iter().any(|(tp, _)| *tp == d.tp))
+            .count()
+    }
+}
+
+impl fmt::Display for GroupSyncReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let skipped = self.decisions.iter().filter(|d| !d.is_commit()).count();
+        write!(
+            f,
+            "group {} (target state {}): {} committed, {} skipped, {} failed",
+            self.group,
+            self.state,
+            self.committed(),
+            skipped,
+            self.failures.len()
+        )?;
+        for d in &self.decisions {
+            match self.failures.iter().find(|(tp, _)| *tp == d.tp) {
+                Some((_, e)) => write!(f, "; {} failed: {e}", d.reason())?,
+                None => write!(f, "; {}", d.reason())?,
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -367,5 +412,31 @@ mod tests {
                 prop_assert!(!expect_commit, "{:?}", plan[0]);
             }
         }
+    }
+
+    #[test]
+    fn report_lines_say_why() {
+        let r = GroupSyncReport {
+            group: "g".into(),
+            state: TargetGroupState::Stable,
+            decisions: plan_group_sync(
+                [Checkpoint {
+                    group: "g".into(),
+                    topic: "A.t".into(),
+                    partition: 0,
+                    upstream_offset: 5,
+                    downstream_offset: 5,
+                    metadata: String::new(),
+                }]
+                .iter(),
+                TargetGroupState::Stable,
+                &HashMap::new(),
+            ),
+            failures: Vec::new(),
+        };
+        let text = r.to_string();
+        assert!(text.contains("0 committed, 1 skipped"), "{text}");
+        assert!(text.contains("Stable"), "{text}");
+        assert_eq!(r.committed(), 0);
     }
 }

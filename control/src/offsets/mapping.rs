@@ -245,7 +245,21 @@ impl PartitionMapping {
             len: segment.len,
             exact_gap_before,
         });
+        debug_assert!(self.runs_increase(), "mapping runs out of order for {tp}");
+        debug_assert!(self.runs.len() <= self.max_segments);
         Ok(())
+    }
+
+    /// Runs are increasing and disjoint on both sides: what translation's binary search needs.
+    fn runs_increase(&self) -> bool {
+        self.runs
+            .iter()
+            .zip(self.runs.iter().skip(1))
+            .all(|(a, b)| {
+                a.len > 0
+                    && a.upstream_end() <= b.upstream_start
+                    && a.downstream_end() <= b.downstream_start
+            })
     }
 
     /// Drops every upstream offset `>= upstream`, splitting a run that straddles it. Returns

@@ -46,6 +46,7 @@
 //! Offsets are `i64`, as in Kafka. "Upstream" is the source cluster, "downstream" the target.
 //! A [`TopicPartition`] names a source partition unless a function says otherwise (checkpoints
 //! name the renamed, target-side topic, exactly as MM2 does).
+#![deny(clippy::disallowed_methods)]
 
 pub mod checkpoint;
 pub mod connect;
@@ -54,6 +55,7 @@ pub mod group_sync;
 pub mod mapping;
 pub mod sync_store;
 pub mod sync_writer;
+pub mod translator;
 
 pub use checkpoint::{
     CheckpointError, CheckpointOutcome, CheckpointSkip, CheckpointStore, CommittedOffset,
@@ -61,10 +63,13 @@ pub use checkpoint::{
 };
 pub use connect::{ConnectError, ImportEvent, ImportedProgress};
 pub use format::{Checkpoint, FormatError, Heartbeat, OffsetSync};
-pub use group_sync::{GroupSyncAction, GroupSyncDecision, TargetGroupState, plan_group_sync};
+pub use group_sync::{
+    GroupSyncAction, GroupSyncDecision, GroupSyncReport, TargetGroupState, plan_group_sync,
+};
 pub use mapping::{MappingError, OffsetMapping, PartitionMapping, Segment, Translation};
 pub use sync_store::{OffsetSyncStore, StoredSync, SyncLookup};
 pub use sync_writer::{OffsetSyncWriter, PartitionState, SyncWriterConfig, SyncWriterError};
+pub use translator::{Translator, restart_seed};
 
 /// A topic name and a partition number (shared with the admin client).
-pub use crate::cluster::TopicPartition;
+pub use crate::model::TopicPartition;

@@ -208,6 +208,11 @@ pub struct OffsetSyncWriter {
 }
 
 impl OffsetSyncWriter {
+    /// Takes a new `offset.lag.max` (a configuration reload); the partitions' state stays.
+    pub fn set_offset_lag_max(&mut self, offset_lag_max: i64) {
+        self.config.offset_lag_max = offset_lag_max;
+    }
+
     /// A writer with no partitions.
     pub fn new(config: SyncWriterConfig) -> Self {
         Self {
@@ -308,6 +313,7 @@ impl OffsetSyncWriter {
                 self.ready.push(sync);
             }
         }
+        debug_assert!(self.outstanding <= self.config.max_outstanding);
     }
 
     /// Promotes every delayed sync to pending (`promoteDelayedOffsetSyncs`).

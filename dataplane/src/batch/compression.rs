@@ -219,6 +219,70 @@ pub fn compress(codec: Compression, input: &[u8]) -> Result<Vec<u8>, CodecError>
     })
 }
 
+/// lz4 as magic 0 wrappers carry it: Kafka before 0.10 computed the frame header checksum over
+/// the magic number too (KAFKA-3160), and Kafka's reader ignores that byte for magic 0. We set it
+/// to the right value (a copy of the header, at most 19 bytes) and decode as usual.
+pub(crate) fn decompress_lz4_ignoring_header_checksum(
+    input: &[u8],
+    max_decompressed_bytes: usize,
+) -> Result<Vec<u8>, CodecError> {
+    // Magic, FLG, BD, then an 8-byte content size and a 4-byte dictionary id if FLG says so.
+    const FLG_CONTENT_SIZE: u8 = 0x08;
+    const FLG_DICTIONARY_ID: u8 = 0x01;
+    let Some(&flg) = input.get(4) else {
+        return decompress(Compression::Lz4, input, max_decompressed_bytes);
+    };
+    let mut checksum_at = 6;
+    if flg & FLG_CONTENT_SIZE != 0 {
+        checksum_at += 8;
+    }
+    if flg & FLG_DICTIONARY_ID != 0 {
+        checksum_at += 4;
+    }
+    let (Some(descriptor), Some(rest)) = (input.get(4..checksum_at), input.get(checksum_at + 1..))
+    else {
+        return decompress(Compression::Lz4, input, max_decompressed_bytes);
+    };
+    let mut header = input[..checksum_at].to_vec();
+    header.push((xxh32(descriptor) >> 8) as u8);
+    read_capped(
+        lz4_flex::frame::FrameDecoder::new(header.as_slice().chain(rest)),
+        input.len(),
+        max_decompressed_bytes,
+    )
+}
+
+/// XXH32 with seed 0 of fewer than 16 bytes (an lz4 frame descriptor): the short-input path of
+/// the algorithm, which is all a frame header checksum needs.
+pub(crate) fn xxh32(input: &[u8]) -> u32 {
+    const P1: u32 = 0x9E37_79B1;
+    const P2: u32 = 0x85EB_CA77;
+    const P3: u32 = 0xC2B2_AE3D;
+    const P4: u32 = 0x27D4_EB2F;
+    const P5: u32 = 0x1656_67B1;
+    debug_assert!(input.len() < 16, "xxh32 here covers short inputs only");
+    let mut h = P5.wrapping_add(input.len() as u32);
+    let mut words = input.chunks_exact(4);
+    for w in &mut words {
+        let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        h = h
+            .wrapping_add(w.wrapping_mul(P3))
+            .rotate_left(17)
+            .wrapping_mul(P4);
+    }
+    for &b in words.remainder() {
+        h = h
+            .wrapping_add(u32::from(b).wrapping_mul(P5))
+            .rotate_left(11)
+            .wrapping_mul(P1);
+    }
+    h ^= h >> 15;
+    h = h.wrapping_mul(P2);
+    h ^= h >> 13;
+    h = h.wrapping_mul(P3);
+    h ^ (h >> 16)
+}
+
 /// Reads a decoder to the end, keeping at most `max + 1` bytes to detect overflow.
 fn read_capped(reader: impl Read, input_len: usize, max: usize) -> Result<Vec<u8>, CodecError> {
     let cap = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
@@ -411,6 +475,45 @@ mod tests {
         enc.write_all(&data).unwrap();
         let frame = enc.finish().unwrap();
         assert_eq!(decompress(Compression::Lz4, &frame, 1 << 20).unwrap(), data);
+    }
+
+    #[test]
+    fn xxh32_matches_the_lz4_header_checksums_lz4_flex_writes() {
+        for (data, content_size) in [(&b"x"[..], None), (b"x", Some(1u64)), (b"hello", Some(5))] {
+            let info = lz4_flex::frame::FrameInfo::new().content_size(content_size);
+            let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
+            enc.write_all(data).unwrap();
+            let frame = enc.finish().unwrap();
+            let hc_at = if content_size.is_some() { 14 } else { 6 };
+            assert_eq!((xxh32(&frame[4..hc_at]) >> 8) as u8, frame[hc_at]);
+        }
+        // Reference values of XXH32 (seed 0).
+        assert_eq!(xxh32(b""), 0x02CC_5D05);
+        assert_eq!(xxh32(b"a"), 0x550D_7456);
+        assert_eq!(xxh32(b"abc"), 0x32D1_53FF);
+    }
+
+    #[test]
+    fn lz4_header_checksum_is_ignored_only_when_asked() {
+        let data = sample(3000);
+        let mut frame = compress(Compression::Lz4, &data).unwrap();
+        // What Kafka before 0.10 wrote: the checksum of magic, FLG and BD.
+        frame[6] = (xxh32(&frame[..6]) >> 8) as u8;
+        assert!(decompress(Compression::Lz4, &frame, 1 << 20).is_err());
+        assert_eq!(
+            decompress_lz4_ignoring_header_checksum(&frame, 1 << 20).unwrap(),
+            data
+        );
+        // A truncated header is an error (lz4_flex reads a bare magic number, or a header with
+        // no blocks, as an empty frame, for this reader as for `decompress`).
+        for cut in 5..7 {
+            let got = decompress_lz4_ignoring_header_checksum(&frame[..cut], 1 << 20);
+            assert!(got.is_err(), "cut {cut}: {got:?}");
+        }
+        assert!(matches!(
+            decompress_lz4_ignoring_header_checksum(&frame, 100),
+            Err(CodecError::LimitExceeded { .. })
+        ));
     }
 
     #[test]

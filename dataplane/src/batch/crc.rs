@@ -73,6 +73,17 @@ fn x8n(len: u32) -> u32 {
     multmodp(lo, hi)
 }
 
+/// Writes the CRC-32C of a v2 batch's bytes `21..end` into its header, for batches built or
+/// altered by hand (tests, fuzzers). `batch` must hold at least a header.
+pub fn seal(batch: &mut [u8]) {
+    assert!(
+        batch.len() >= super::HEADER_LEN,
+        "a batch holds at least its header"
+    );
+    let crc = crc32c::crc32c(&batch[super::field::CRC_START..]);
+    batch[super::field::CRC..super::field::CRC + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// Shifts a CRC difference across `len` bytes: the raw CRC register after feeding `len` zero
 /// bytes. Equals `crc32c::crc32c_combine(x, 0, len)`, much faster.
 pub fn shift(x: u32, len: u64) -> u32 {

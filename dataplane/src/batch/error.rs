@@ -25,16 +25,46 @@ pub enum BatchError {
         min_length: i32,
     },
 
-    /// A message-format v0/v1 batch: only brokers older than 0.11 wrote these.
+    /// A magic 0/1 message where exactly one v2 batch was expected ([`RawBatch::new`]); the
+    /// walker up-converts these instead.
+    ///
+    /// [`RawBatch::new`]: super::RawBatch::new
     #[error(
-        "magic {magic} batch at offset {base_offset}: written by a pre-0.11 broker; \
-         strait cannot forward it"
+        "magic {magic} message at offset {base_offset}: a pre-0.11 message set, not a v2 batch"
     )]
     OldMagic {
-        /// First offset of the batch.
+        /// Offset of the message.
         base_offset: i64,
         /// The magic byte (0 or 1).
         magic: i8,
+    },
+
+    /// A pre-0.11 (magic 0 or 1) message that cannot be read or up-converted.
+    #[error("pre-0.11 message at offset {offset}{}: {reason}", inner_suffix(*.inner))]
+    CorruptLegacyMessage {
+        /// Offset of the (outer) message; for a compressed one, its last inner offset.
+        offset: i64,
+        /// Index of the inner message of a compressed one, if the fault is in there.
+        inner: Option<usize>,
+        /// What is wrong.
+        reason: &'static str,
+    },
+
+    /// The CRC-32 of a pre-0.11 message does not match its bytes.
+    #[error(
+        "pre-0.11 message at offset {offset}{}: CRC mismatch (stored {expected:#010x}, \
+         computed {actual:#010x})",
+        inner_suffix(*.inner)
+    )]
+    LegacyCrcMismatch {
+        /// Offset of the (outer) message.
+        offset: i64,
+        /// Index of the inner message of a compressed one, if the fault is in there.
+        inner: Option<usize>,
+        /// CRC stored in the message.
+        expected: u32,
+        /// CRC computed over its bytes from the magic on.
+        actual: u32,
     },
 
     /// A magic byte no Kafka version writes.
@@ -202,4 +232,9 @@ pub enum BatchError {
         /// What is wrong.
         reason: &'static str,
     },
+}
+
+/// `, inner message #i` for errors inside a compressed legacy message.
+fn inner_suffix(inner: Option<usize>) -> String {
+    inner.map_or_else(String::new, |i| format!(", inner message #{i}"))
 }

@@ -15,7 +15,8 @@
 //!      alone (CRC-32C is linear, see [`crc`]). The payload is never read: [`ForwardBatch`] is the
 //!      new header plus the *same* payload `Bytes`, written as two iovec segments.
 //!    - **Slow path** ([`Path::Slow`]): anything else (compaction gaps, a resume offset inside the
-//!      batch, LogAppendTime, too large for the target). [`rebuild()`] decodes and decompresses the
+//!      batch, LogAppendTime, too large for the target, and pre-0.11 messages, which the walker
+//!      up-converts to v2 batches as it meets them: [`legacy`]). [`rebuild()`] decodes and decompresses the
 //!      records ([`decode_records`]) and re-encodes one or more dense batches with the same codec
 //!      ([`BatchBuilder`]), reporting which source offset each output record came from. The caller
 //!      then applies the same [`HeaderRewrite`] as on the fast path.
@@ -25,10 +26,12 @@
 //! the wire is checked against the bytes actually present before it sizes anything, and
 //! decompression stops at a configured `max_decompressed_bytes`.
 #![forbid(unsafe_code)]
+#![deny(clippy::disallowed_methods)]
 
 pub mod compression;
 pub mod crc;
 mod error;
+pub mod legacy;
 pub mod rebuild;
 pub mod records;
 pub mod rewrite;
@@ -38,7 +41,10 @@ pub mod walk;
 
 pub use compression::{CodecError, Compression, DEFAULT_MAX_DECOMPRESSED_BYTES};
 pub use error::BatchError;
-pub use rebuild::{OffsetRun, Path, RebuildOptions, RebuiltBatch, SlowReason, classify, rebuild};
+pub use legacy::LegacyOrigin;
+pub use rebuild::{
+    OffsetRun, Path, RebuildOptions, RebuiltBatch, SlowReason, SlowReasonCounts, classify, rebuild,
+};
 pub use records::{BatchBuilder, Record, RecordHeader, decode_records, end_txn_marker};
 pub use rewrite::{ForwardBatch, HeaderRewrite, increment_sequence};
 pub use txn::{AbortedFilter, Verdict};
@@ -127,7 +133,7 @@ mod tests {
         let mut filter = AbortedFilter::new([(1, 0), (7, 100)]);
         let mut consumed = 0;
         for batch in (&mut walker).flatten() {
-            consumed += batch.size();
+            consumed += batch.source_size();
             let _ = filter.classify(&batch);
             let _ = classify(&batch, 101, 4096);
             let rewrite = HeaderRewrite {

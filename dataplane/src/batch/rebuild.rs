@@ -23,6 +23,11 @@ pub enum Path {
 /// Why a batch takes the slow path (the first reason found, in this order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SlowReason {
+    /// Up-converted from pre-0.11 messages (magic 0 or 1), which no 4.x broker accepts.
+    OldFormat {
+        /// The source messages' magic.
+        magic: i8,
+    },
     /// Offset gaps (compaction): `lastOffsetDelta + 1 != recordsCount`.
     NotDense,
     /// The next offset to replicate falls inside the batch.
@@ -38,11 +43,76 @@ pub enum SlowReason {
     },
 }
 
+/// Slow-path batches counted by [`SlowReason`]; the fields sum to the slow-path batches.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SlowReasonCounts {
+    /// [`SlowReason::OldFormat`].
+    pub old_format: u64,
+    /// [`SlowReason::NotDense`].
+    pub not_dense: u64,
+    /// [`SlowReason::StartsBeforeNextOffset`].
+    pub starts_before_next_offset: u64,
+    /// [`SlowReason::LogAppendTime`].
+    pub log_append_time: u64,
+    /// [`SlowReason::TooLarge`].
+    pub too_large: u64,
+}
+
+impl SlowReasonCounts {
+    /// Counts one batch.
+    pub fn count(&mut self, reason: SlowReason) {
+        let counter = match reason {
+            SlowReason::OldFormat { .. } => &mut self.old_format,
+            SlowReason::NotDense => &mut self.not_dense,
+            SlowReason::StartsBeforeNextOffset => &mut self.starts_before_next_offset,
+            SlowReason::LogAppendTime => &mut self.log_append_time,
+            SlowReason::TooLarge { .. } => &mut self.too_large,
+        };
+        *counter += 1;
+    }
+
+    /// Adds another set of counts (another shard's).
+    pub fn add(&mut self, other: &SlowReasonCounts) {
+        for ((_, mine), (_, theirs)) in self.by_name_mut().into_iter().zip(other.by_name()) {
+            *mine += theirs;
+        }
+    }
+
+    /// `(reason, count)` with stable snake_case names, for metrics.
+    pub fn by_name(&self) -> [(&'static str, u64); 5] {
+        [
+            ("old_format", self.old_format),
+            ("not_dense", self.not_dense),
+            ("starts_before_next_offset", self.starts_before_next_offset),
+            ("log_append_time", self.log_append_time),
+            ("too_large", self.too_large),
+        ]
+    }
+
+    fn by_name_mut(&mut self) -> [(&'static str, &mut u64); 5] {
+        [
+            ("old_format", &mut self.old_format),
+            ("not_dense", &mut self.not_dense),
+            (
+                "starts_before_next_offset",
+                &mut self.starts_before_next_offset,
+            ),
+            ("log_append_time", &mut self.log_append_time),
+            ("too_large", &mut self.too_large),
+        ]
+    }
+}
+
 /// Picks the path for `batch` (ARCHITECTURE, data path step 4). `next_offset` is the next
 /// source offset to replicate; `max_message_bytes` the target topic's `max.message.bytes`.
 pub fn classify(batch: &RawBatch, next_offset: i64, max_message_bytes: usize) -> Path {
     if batch.is_control() || batch.records_count() == 0 || batch.last_offset() < next_offset {
         return Path::Skip;
+    }
+    if let Some(origin) = batch.legacy_origin() {
+        return Path::Slow(SlowReason::OldFormat {
+            magic: origin.magic,
+        });
     }
     if !batch.is_dense() {
         return Path::Slow(SlowReason::NotDense);
@@ -129,6 +199,8 @@ impl RebuiltBatch {
 ///   fit alone gives [`BatchError::RecordTooLarge`];
 /// - LogAppendTime becomes CreateTime with every record's timestamp set to the batch's
 ///   `maxTimestamp` (what MirrorMaker 2 produces);
+/// - a batch up-converted from pre-0.11 messages is compressed with their codec
+///   ([`RawBatch::output_compression`]);
 /// - transactional, control and delete-horizon bits are cleared, producer fields are -1 and the
 ///   base offset is 0: apply the shard's [`HeaderRewrite`](super::HeaderRewrite) next.
 ///
@@ -138,6 +210,12 @@ pub fn rebuild(batch: &RawBatch, opts: &RebuildOptions) -> Result<Vec<RebuiltBat
     let base_offset = batch.base_offset();
     if batch.is_control() {
         return Err(BatchError::ControlBatch { base_offset });
+    }
+    // A rebuilt batch gets a fresh CRC, so a corrupt source batch would come out valid: check
+    // the source's CRC first (up-converted batches were checked message by message, and their
+    // CRC is ours). The payload is decoded next anyway, so this costs one more pass over it.
+    if batch.legacy_origin().is_none() {
+        batch.verify_crc()?;
     }
     let records = decode_records(batch, opts.max_decompressed_bytes)?;
     let last_offset_delta = batch.last_offset_delta();
@@ -186,13 +264,13 @@ fn encode_fitting(
     if records.is_empty() {
         return Ok(());
     }
-    let mut builder = BatchBuilder::new(source.compression());
+    let mut builder = BatchBuilder::new(source.output_compression());
     for (_, record) in records {
         builder.push(record)?;
     }
     // Splitting by the uncompressed size first avoids compressing huge groups that cannot fit.
     let estimate = builder.uncompressed_len();
-    let is_compressed = source.compression() != super::Compression::None;
+    let is_compressed = source.output_compression() != super::Compression::None;
     if !is_compressed && estimate > max && records.len() > 1 {
         return split(source, records, estimate.div_ceil(max.max(1)), max, out);
     }
@@ -336,6 +414,21 @@ mod tests {
             .map(|r| (r.offset(batch.base_offset()), r))
             .filter(|(o, _)| *o >= resume)
             .collect()
+    }
+
+    #[test]
+    fn a_corrupt_source_batch_is_refused_not_laundered() {
+        for codec in [Compression::None, Compression::Lz4] {
+            let good = sparse(codec, 40, &[0, 1, 2], 64);
+            let mut bytes = good.as_bytes().to_vec();
+            let last = bytes.len() - 1;
+            bytes[last] ^= 0x01; // a payload byte: the header and its framing stay valid
+            let bad = RawBatch::new(Bytes::from(bytes)).unwrap();
+            match rebuild(&bad, &RebuildOptions::default()) {
+                Err(BatchError::CrcMismatch { base_offset, .. }) => assert_eq!(base_offset, 40),
+                other => panic!("{codec:?}: expected a CRC mismatch, got {other:?}"),
+            }
+        }
     }
 
     fn check_rebuild(batch: &RawBatch, opts: &RebuildOptions) -> Vec<RebuiltBatch> {
@@ -526,6 +619,8 @@ mod tests {
         b.push_at(3, &Record::new(0, None, None)).unwrap();
         let mut bytes = b.build().unwrap().to_vec();
         bytes[23..27].copy_from_slice(&1i32.to_be_bytes());
+        // A well-formed CRC over the bad header, so that the deltas are what is refused.
+        crate::batch::crc::seal(&mut bytes);
         let batch = RawBatch::new(Bytes::from(bytes)).unwrap();
         assert!(matches!(
             rebuild(&batch, &RebuildOptions::default()),

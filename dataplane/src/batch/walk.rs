@@ -2,15 +2,16 @@
 
 use bytes::Bytes;
 
-use super::compression::Compression;
+use super::compression::{Compression, DEFAULT_MAX_DECOMPRESSED_BYTES};
 use super::error::BatchError;
+use super::legacy::{self, LegacyOrigin, MIN_MESSAGE_LEN_V0, MIN_MESSAGE_LEN_V1};
 use super::records::first_control_key;
 use super::{HEADER_LEN, LOG_OVERHEAD, MAGIC_V2, attr, field};
 
 /// Smallest `batchLength` of a v2 batch: the header minus `LOG_OVERHEAD`.
 const MIN_BATCH_LENGTH_V2: i32 = (HEADER_LEN - LOG_OVERHEAD) as i32;
 /// Smallest `batchLength` in any format (a v0 message: crc, magic, attributes, two lengths).
-const MIN_BATCH_LENGTH_ANY: i32 = 14;
+const MIN_BATCH_LENGTH_ANY: i32 = MIN_MESSAGE_LEN_V0 as i32;
 
 /// How a batch's timestamps are to be read (attribute bit 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,13 +35,15 @@ pub enum ControlType {
     Empty,
 }
 
-/// One complete v2 record batch: a zero-copy slice of the record set.
+/// One complete v2 record batch: a zero-copy slice of the record set, or a batch up-converted
+/// from pre-0.11 messages ([`legacy_origin`](Self::legacy_origin)).
 ///
 /// Construction checks the framing (length, magic 2, a known codec), so every accessor is
 /// infallible. Nothing beyond the 61-byte header is read unless a method says so.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawBatch {
     bytes: Bytes,
+    legacy: Option<LegacyOrigin>,
 }
 
 /// Walks a record set batch by batch.
@@ -48,18 +51,25 @@ pub struct RawBatch {
 /// Yields `Ok(RawBatch)` for each complete batch. A trailing partial batch ends the walk with
 /// `None` (see [`partial_tail_len`](Self::partial_tail_len)); a malformed batch yields one `Err`
 /// and then `None`, since nothing after it can be framed.
+///
+/// Pre-0.11 messages (magic 0 and 1) are up-converted as they come (see [`legacy`]): each
+/// compressed message, and each run of uncompressed ones, comes out as one v2 batch that
+/// [`RawBatch::legacy_origin`] marks. This is the only place the walker reads beyond headers.
 #[derive(Debug)]
 pub struct BatchWalker {
     records: Bytes,
     position: usize,
     partial_tail_len: usize,
     done: bool,
+    max_decompressed_bytes: usize,
 }
 
 /// What the bytes at a position hold.
 enum Frame {
     /// A complete batch of this many bytes.
     Batch(usize),
+    /// A complete magic 0 or 1 message.
+    Legacy,
     /// Not enough bytes to finish framing the batch.
     Partial,
 }
@@ -84,10 +94,26 @@ fn frame(buf: &[u8], position: usize) -> Result<Frame, BatchError> {
         return Ok(Frame::Partial);
     };
     let magic = magic as i8;
-    match magic {
-        MAGIC_V2 => {}
-        0 | 1 => return Err(BatchError::OldMagic { base_offset, magic }),
+    let legacy_min = match magic {
+        MAGIC_V2 => None,
+        legacy::MAGIC_V0 => Some(MIN_MESSAGE_LEN_V0),
+        legacy::MAGIC_V1 => Some(MIN_MESSAGE_LEN_V1),
         _ => return Err(BatchError::UnknownMagic { base_offset, magic }),
+    };
+    if let Some(min) = legacy_min {
+        // Both minimums are small constants; batch_length >= 14 here, so the casts are exact.
+        if (batch_length as usize) < min {
+            return Err(BatchError::InvalidBatchLength {
+                position,
+                base_offset,
+                batch_length,
+                min_length: min as i32,
+            });
+        }
+        if buf.len() < LOG_OVERHEAD + batch_length as usize {
+            return Ok(Frame::Partial);
+        }
+        return Ok(Frame::Legacy);
     }
     if batch_length < MIN_BATCH_LENGTH_V2 {
         return Err(BatchError::InvalidBatchLength {
@@ -126,7 +152,15 @@ impl BatchWalker {
             position: 0,
             partial_tail_len: 0,
             done: false,
+            max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_BYTES,
         }
+    }
+
+    /// Bounds what one up-converted legacy entry may decompress to (default
+    /// [`DEFAULT_MAX_DECOMPRESSED_BYTES`]); also the size of one run of uncompressed messages.
+    pub fn max_decompressed_bytes(mut self, max_decompressed_bytes: usize) -> Self {
+        self.max_decompressed_bytes = max_decompressed_bytes;
+        self
     }
 
     /// Bytes of the trailing partial batch that ended the walk (0 if the record set ended on a
@@ -154,7 +188,22 @@ impl Iterator for BatchWalker {
             Ok(Frame::Batch(size)) => {
                 let bytes = self.records.slice(self.position..self.position + size);
                 self.position += size;
-                Some(Ok(RawBatch { bytes }))
+                Some(Ok(RawBatch {
+                    bytes,
+                    legacy: None,
+                }))
+            }
+            Ok(Frame::Legacy) => {
+                match legacy::upconvert(&self.records, self.position, self.max_decompressed_bytes) {
+                    Ok((batch, consumed)) => {
+                        self.position += consumed;
+                        Some(Ok(batch))
+                    }
+                    Err(err) => {
+                        self.done = true;
+                        Some(Err(err))
+                    }
+                }
             }
             Ok(Frame::Partial) => {
                 self.partial_tail_len = rest.len();
@@ -176,7 +225,14 @@ impl RawBatch {
     pub fn new(bytes: Bytes) -> Result<Self, BatchError> {
         let base_offset = read_be::<8>(&bytes, 0).map_or(0, i64::from_be_bytes);
         match frame(&bytes, 0)? {
-            Frame::Batch(size) if size == bytes.len() => Ok(Self { bytes }),
+            Frame::Batch(size) if size == bytes.len() => Ok(Self {
+                bytes,
+                legacy: None,
+            }),
+            Frame::Legacy => Err(BatchError::OldMagic {
+                base_offset,
+                magic: bytes[field::MAGIC] as i8,
+            }),
             Frame::Batch(expected) => Err(BatchError::LengthMismatch {
                 base_offset,
                 len: bytes.len(),
@@ -193,6 +249,32 @@ impl RawBatch {
                 })
             }
         }
+    }
+
+    /// A v2 batch up-converted from pre-0.11 messages (see [`legacy`]).
+    pub(crate) fn upconverted(bytes: Bytes, origin: LegacyOrigin) -> Result<Self, BatchError> {
+        let mut batch = Self::new(bytes)?;
+        batch.legacy = Some(origin);
+        Ok(batch)
+    }
+
+    /// For a batch the walker up-converted from pre-0.11 messages, where it came from.
+    pub fn legacy_origin(&self) -> Option<LegacyOrigin> {
+        self.legacy
+    }
+
+    /// The codec a rebuild of this batch writes: its own, or for an up-converted batch (which is
+    /// uncompressed) the codec of the messages it came from.
+    pub fn output_compression(&self) -> Compression {
+        self.legacy
+            .map_or_else(|| self.compression(), |origin| origin.compression)
+    }
+
+    /// Bytes the batch took in the record set: its size, or for an up-converted batch the size
+    /// of the messages it came from.
+    pub fn source_size(&self) -> usize {
+        self.legacy
+            .map_or(self.bytes.len(), |origin| origin.source_len)
     }
 
     /// The whole batch, header included (zero-copy).
@@ -524,22 +606,34 @@ mod tests {
     }
 
     #[test]
-    fn old_magic_is_reported_with_offset() {
+    fn old_magic_is_up_converted_or_reported_with_offset() {
         for magic in [0u8, 1] {
+            // A v2 batch with magic 0/1 is read as a legacy message, whose CRC does not hold.
             let mut bytes = batch(77, &[b"x"]).to_vec();
             bytes[16] = magic;
-            let err = BatchWalker::new(Bytes::from(bytes))
+            let err = BatchWalker::new(Bytes::from(bytes.clone()))
                 .next()
                 .unwrap()
                 .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    BatchError::LegacyCrcMismatch {
+                        offset: 77,
+                        inner: None,
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+            let err = RawBatch::new(Bytes::from(bytes)).unwrap_err();
             assert!(
                 matches!(err, BatchError::OldMagic { base_offset: 77, magic: m } if m == magic as i8)
             );
             assert_eq!(
                 err.to_string(),
                 format!(
-                    "magic {magic} batch at offset 77: written by a pre-0.11 broker; \
-                     strait cannot forward it"
+                    "magic {magic} message at offset 77: a pre-0.11 message set, not a v2 batch"
                 )
             );
         }
@@ -649,7 +743,7 @@ mod tests {
             let mut walker = BatchWalker::new(bytes);
             let mut seen = 0;
             for b in (&mut walker).flatten() {
-                seen += b.size();
+                seen += b.source_size();
                 let _ = (b.last_offset(), b.next_offset(), b.is_dense(), b.verify_crc());
                 let _ = b.control_type();
             }

@@ -23,7 +23,8 @@ use super::runtime::IoBackend;
 use super::transport::{EpollTcp, Transport, UringTcp};
 use crate::wire::versions::{ApiVersions, api_name};
 use crate::wire::{
-    ConnConfig, Connection, ConnectionParams, Event, FrameBuilder, Response, WireError, sasl, tls,
+    ConnConfig, Connection, ConnectionParams, Event, FrameBuilder, Response, SaslCredentials,
+    WireError, sasl, tls,
 };
 
 /// What a connection attempt needs beyond the address: the cluster's settings, with the TLS
@@ -84,10 +85,18 @@ struct Shared {
     failed: Option<WireError>,
 }
 
+/// Writes queued for the writer task, beyond the requests in flight: TLS records rustls wants
+/// to send after a read (alerts, key updates). Requests take an in-flight permit before they
+/// queue their write, so the queue holds at most `max_in_flight_requests` plus this many.
+const EXTRA_WRITES: usize = 16;
+
 struct Inner {
-    broker: String,
+    broker: Arc<str>,
     shared: RefCell<Shared>,
-    write_tx: mpsc::UnboundedSender<Vec<Bytes>>,
+    /// Bounded by the in-flight permits plus [`EXTRA_WRITES`]. When it is full nonetheless (a
+    /// broker that stopped reading while sending TLS records), the connection fails with an
+    /// error saying so: nothing queued is lost unnoticed, every waiter gets the error.
+    write_tx: mpsc::Sender<Vec<Bytes>>,
     permits: Arc<Semaphore>,
     max_in_flight: usize,
     request_timeout: Duration,
@@ -181,12 +190,12 @@ impl PendingResponse {
                 .failed
                 .clone()
                 .unwrap_or_else(|| WireError::Closed {
-                    broker: self.inner.broker.clone(),
+                    broker: self.inner.broker.to_string(),
                     reason: "the connection was dropped".to_string(),
                 })),
             Err(_) => {
                 let err = WireError::Timeout {
-                    broker: self.inner.broker.clone(),
+                    broker: self.inner.broker.to_string(),
                     api: api_name(self.api_key),
                     after_ms: self.inner.request_timeout.as_millis() as u64,
                 };
@@ -231,6 +240,25 @@ impl BrokerConn {
         &self.inner.broker
     }
 
+    /// The broker's address, shared (a reference count, not a copy of the string).
+    pub fn broker_shared(&self) -> Arc<str> {
+        self.inner.broker.clone()
+    }
+
+    /// When new requests should move to a fresh connection ([`session_replace_at`]).
+    pub fn replace_at(&self) -> Option<Instant> {
+        self.inner.replace_at
+    }
+
+    /// Closes the connection now: every request still in flight fails with `reason`, and the
+    /// socket shuts down (a broker that stopped answering keeps nothing of ours alive).
+    pub fn close(&self, reason: &str) {
+        self.inner.fail(WireError::Closed {
+            broker: self.inner.broker.to_string(),
+            reason: reason.to_string(),
+        });
+    }
+
     /// The broker's advertised API versions.
     pub fn versions(&self) -> &ApiVersions {
         &self.inner.versions
@@ -242,7 +270,7 @@ impl BrokerConn {
             .versions
             .negotiate::<R>()
             .map_err(|m| WireError::UnsupportedVersion {
-                broker: self.inner.broker.clone(),
+                broker: self.inner.broker.to_string(),
                 api: api_name(m.api_key),
                 ours: (m.ours.min, m.ours.max),
                 theirs: m.theirs.map(|t| (t.min, t.max)),
@@ -355,7 +383,7 @@ impl BrokerConn {
             .acquire_owned()
             .await
             .map_err(|_| WireError::Closed {
-                broker: self.inner.broker.clone(),
+                broker: self.inner.broker.to_string(),
                 reason: "connection shut down".to_string(),
             })
     }
@@ -377,13 +405,10 @@ impl BrokerConn {
             let corr = send(&mut s.conn)?;
             s.pending.push_back((corr, tx));
             if let Some(segs) = s.conn.poll_transmit()
-                && self.inner.write_tx.send(segs.into_vec()).is_err()
+                && let Err(e) = self.inner.write_tx.try_send(segs.into_vec())
             {
                 drop(s);
-                let err = WireError::Closed {
-                    broker: self.inner.broker.clone(),
-                    reason: "writer stopped".to_string(),
-                };
+                let err = write_queue_error(&self.inner.broker, &e);
                 self.inner.fail(err.clone());
                 return Err(err);
             }
@@ -397,7 +422,8 @@ impl BrokerConn {
     }
 }
 
-async fn resolve(broker: &str) -> Result<(SocketAddr, String), WireError> {
+/// Every address `broker` (`host:port`) resolves to, in the resolver's order, and its host.
+async fn resolve(broker: &str) -> Result<(Vec<SocketAddr>, String), WireError> {
     let host = match broker.rsplit_once(':') {
         Some((h, _)) => h.trim_start_matches('[').trim_end_matches(']').to_string(),
         None => {
@@ -407,28 +433,74 @@ async fn resolve(broker: &str) -> Result<(SocketAddr, String), WireError> {
             });
         }
     };
-    let mut addrs = tokio::net::lookup_host(broker)
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(broker)
         .await
         .map_err(|e| WireError::Connect {
             broker: broker.to_string(),
             message: format!("cannot resolve: {e}"),
-        })?;
-    let addr = addrs.next().ok_or_else(|| WireError::Connect {
+        })?
+        .collect();
+    if addrs.is_empty() {
+        return Err(WireError::Connect {
+            broker: broker.to_string(),
+            message: "resolves to no address".to_string(),
+        });
+    }
+    Ok((addrs, host))
+}
+
+/// Connects to the first of `addrs` that accepts, trying them in order, as Kafka's clients do
+/// with `client.dns.lookup=use_all_dns_ips`. The error names every address tried (just the
+/// error when there is one address).
+async fn connect_any<T, F, Fut>(
+    broker: &str,
+    addrs: &[SocketAddr],
+    connect: F,
+) -> Result<T, WireError>
+where
+    F: Fn(SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = std::io::Result<T>>,
+{
+    let mut errors = Vec::new();
+    for &addr in addrs {
+        match connect(addr).await {
+            Ok(t) => return Ok(t),
+            Err(e) => errors.push((addr, e)),
+        }
+    }
+    let message = match errors.as_slice() {
+        [(_, e)] => e.to_string(),
+        _ => errors
+            .iter()
+            .map(|(a, e)| format!("{a}: {e}"))
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    Err(WireError::Connect {
         broker: broker.to_string(),
-        message: "resolves to no address".to_string(),
-    })?;
-    Ok((addr, host))
+        message,
+    })
 }
 
 async fn connect_with<T: Transport>(
     broker: &str,
     setup: &ConnSetup,
 ) -> Result<BrokerConn, WireError> {
-    let (addr, host) = resolve(broker).await?;
-    let transport = T::connect(addr).await.map_err(|e| WireError::Connect {
-        broker: broker.to_string(),
-        message: e.to_string(),
-    })?;
+    let sasl = setup
+        .config
+        .security_protocol
+        .uses_sasl()
+        .then(|| setup.config.sasl.clone())
+        .flatten();
+    // Before dialling: the token may take a moment to come, and no socket should wait for it.
+    let bearer_token = match sasl.as_ref().map(|s| &s.credentials) {
+        Some(SaslCredentials::OAuthBearer(login)) => {
+            Some(super::token::bearer_token(broker, login).await?)
+        }
+        _ => None,
+    };
+    let (addrs, host) = resolve(broker).await?;
+    let transport = connect_any(broker, &addrs, T::connect).await?;
     let tls = match &setup.tls {
         Some(cfg) => {
             let name = ServerName::try_from(host.clone()).map_err(|e| WireError::TlsConfig {
@@ -447,17 +519,50 @@ async fn connect_with<T: Transport>(
         broker: broker.to_string(),
         client_id: setup.config.client_id.clone(),
         tls,
-        sasl: setup
-            .config
-            .security_protocol
-            .uses_sasl()
-            .then(|| setup.config.sasl.clone())
-            .flatten(),
+        sasl,
         scram_nonce,
+        bearer_token,
         max_response_bytes: setup.config.max_response_bytes,
     })?;
 
-    // The handshake runs inline: one task, alternating writes and reads, nothing to cancel.
+    handshake(&transport, &mut conn, broker).await?;
+
+    let transport = Rc::new(transport);
+    let max_in_flight = setup.config.max_in_flight_requests.max(1);
+    let (write_tx, write_rx) = mpsc::channel(max_in_flight + EXTRA_WRITES);
+    let closer = transport.clone();
+    let replace_at = session_replace_at(Instant::now(), conn.session_lifetime_ms());
+    let inner = Rc::new(Inner {
+        broker: Arc::from(broker),
+        versions: conn.versions().clone(),
+        replace_at,
+        shared: RefCell::new(Shared {
+            conn,
+            pending: VecDeque::new(),
+            failed: None,
+        }),
+        write_tx,
+        permits: Arc::new(Semaphore::new(max_in_flight)),
+        max_in_flight,
+        request_timeout: Duration::from_millis(setup.config.request_timeout_ms),
+        shutdown: Box::new(move || closer.shutdown()),
+    });
+    tokio::task::spawn_local(writer_task(
+        Rc::downgrade(&inner),
+        transport.clone(),
+        write_rx,
+    ));
+    tokio::task::spawn_local(reader_task(Rc::downgrade(&inner), transport));
+    Ok(BrokerConn { inner })
+}
+
+/// Runs TLS, ApiVersions and SASL inline: one task, alternating writes and reads, nothing to
+/// cancel.
+async fn handshake<T: Transport>(
+    transport: &T,
+    conn: &mut Connection,
+    broker: &str,
+) -> Result<(), WireError> {
     loop {
         if let Some(segs) = conn.poll_transmit() {
             transport
@@ -466,7 +571,7 @@ async fn connect_with<T: Transport>(
                 .map_err(|e| io_error(broker, e))?;
         }
         match conn.poll_event() {
-            Some(Event::Ready) => break,
+            Some(Event::Ready) => return Ok(()),
             Some(Event::Response(_)) => {
                 return Err(WireError::Protocol {
                     broker: broker.to_string(),
@@ -484,33 +589,19 @@ async fn connect_with<T: Transport>(
             Err(e) => return Err(io_error(broker, e)),
         }
     }
+}
 
-    let transport = Rc::new(transport);
-    let (write_tx, write_rx) = mpsc::unbounded_channel();
-    let closer = transport.clone();
-    let replace_at = session_replace_at(Instant::now(), conn.session_lifetime_ms());
-    let inner = Rc::new(Inner {
+fn write_queue_error<T>(broker: &str, e: &mpsc::error::TrySendError<T>) -> WireError {
+    let reason = match e {
+        mpsc::error::TrySendError::Full(_) => {
+            "its write queue is full: the broker stopped reading what strait sends"
+        }
+        mpsc::error::TrySendError::Closed(_) => "its writer stopped",
+    };
+    WireError::Closed {
         broker: broker.to_string(),
-        versions: conn.versions().clone(),
-        replace_at,
-        shared: RefCell::new(Shared {
-            conn,
-            pending: VecDeque::new(),
-            failed: None,
-        }),
-        write_tx,
-        permits: Arc::new(Semaphore::new(setup.config.max_in_flight_requests.max(1))),
-        max_in_flight: setup.config.max_in_flight_requests.max(1),
-        request_timeout: Duration::from_millis(setup.config.request_timeout_ms),
-        shutdown: Box::new(move || closer.shutdown()),
-    });
-    tokio::task::spawn_local(writer_task(
-        Rc::downgrade(&inner),
-        transport.clone(),
-        write_rx,
-    ));
-    tokio::task::spawn_local(reader_task(Rc::downgrade(&inner), transport));
-    Ok(BrokerConn { inner })
+        reason: reason.to_string(),
+    }
 }
 
 fn io_error(broker: &str, e: std::io::Error) -> WireError {
@@ -524,7 +615,7 @@ fn io_error(broker: &str, e: std::io::Error) -> WireError {
 async fn writer_task<T: Transport>(
     inner: Weak<Inner>,
     transport: Rc<T>,
-    mut rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
+    mut rx: mpsc::Receiver<Vec<Bytes>>,
 ) {
     while let Some(segs) = rx.recv().await {
         if let Err(e) = transport.write_all(segs).await {
@@ -569,7 +660,7 @@ async fn reader_task<T: Transport>(inner: Weak<Inner>, transport: Rc<T>) {
                         _ => {
                             drop(s);
                             inner.fail(WireError::Protocol {
-                                broker: inner.broker.clone(),
+                                broker: inner.broker.to_string(),
                                 api: api_name(r.api_key),
                                 message: "response does not match the oldest waiter".into(),
                             });
@@ -579,8 +670,12 @@ async fn reader_task<T: Transport>(inner: Weak<Inner>, transport: Rc<T>) {
                 }
             }
             // TLS may have something to send after reading (alerts, key updates).
-            if let Some(segs) = s.conn.poll_transmit() {
-                let _ = inner.write_tx.send(segs.into_vec());
+            if let Some(segs) = s.conn.poll_transmit()
+                && let Err(e) = inner.write_tx.try_send(segs.into_vec())
+            {
+                drop(s);
+                inner.fail(write_queue_error(&inner.broker, &e));
+                return;
             }
         }
         for (tx, r) in delivered {
@@ -608,5 +703,39 @@ mod tests {
         assert_eq!(session_replace_at(t0, None), None);
         assert_eq!(session_replace_at(t0, Some(0)), None);
         assert_eq!(session_replace_at(t0, Some(-5)), None);
+    }
+
+    #[test]
+    fn every_address_of_a_host_is_tried_in_order() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let open = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let open_addr = open.local_addr().unwrap();
+            // A port nobody listens on any more.
+            let closed_addr = {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                l.local_addr().unwrap()
+            };
+            let connect = |a: SocketAddr| async move { tokio::net::TcpStream::connect(a).await };
+            let s = connect_any("b:9092", &[closed_addr, open_addr], connect)
+                .await
+                .expect("the second address accepts");
+            assert_eq!(s.peer_addr().unwrap(), open_addr);
+            let e = connect_any("b:9092", &[closed_addr, closed_addr], connect)
+                .await
+                .expect_err("nothing accepts");
+            let text = e.to_string();
+            assert!(
+                text.contains(&closed_addr.to_string()) && text.contains("; "),
+                "{text}"
+            );
+            let one = connect_any("b:9092", &[closed_addr], connect)
+                .await
+                .expect_err("nothing accepts");
+            assert!(!one.to_string().contains("; "), "{one}");
+        });
     }
 }

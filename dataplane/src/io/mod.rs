@@ -8,6 +8,7 @@
 
 pub mod conn;
 pub mod runtime;
+pub mod token;
 pub mod transport;
 
 pub use conn::{BrokerConn, ConnSetup, PendingResponse};

@@ -50,8 +50,19 @@ pub struct Selection {
     pub fallback_reason: Option<String>,
 }
 
+/// Why io_uring cannot be used, in operator terms (permissions, kernel, memlock, or disabled on
+/// purpose). Not retriable: it is a property of the host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UringUnavailable(pub String);
+
+/// `--io uring` was asked for and io_uring cannot start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--io uring was requested but {0}")]
+pub struct BackendError(pub UringUnavailable);
+
 /// Picks the backend. `Uring` fails if io_uring cannot start; `Auto` falls back with a reason.
-pub fn select_backend(choice: IoChoice) -> Result<Selection, String> {
+pub fn select_backend(choice: IoChoice) -> Result<Selection, BackendError> {
     match choice {
         IoChoice::Epoll => Ok(Selection {
             backend: IoBackend::Epoll,
@@ -62,7 +73,7 @@ pub fn select_backend(choice: IoChoice) -> Result<Selection, String> {
                 backend: IoBackend::Uring,
                 fallback_reason: None,
             }),
-            Err(why) => Err(format!("--io uring was requested but {why}")),
+            Err(why) => Err(BackendError(why)),
         },
         IoChoice::Auto => Ok(match probe_uring() {
             Ok(()) => Selection {
@@ -71,23 +82,25 @@ pub fn select_backend(choice: IoChoice) -> Result<Selection, String> {
             },
             Err(why) => Selection {
                 backend: IoBackend::Epoll,
-                fallback_reason: Some(why),
+                fallback_reason: Some(why.0),
             },
         }),
     }
 }
 
 /// Tries to create an io_uring instance and explains a failure in operator terms.
-pub fn probe_uring() -> Result<(), String> {
+pub fn probe_uring() -> Result<(), UringUnavailable> {
     if std::env::var_os("STRAIT_DISABLE_IO_URING").is_some() {
-        return Err("io_uring is disabled by STRAIT_DISABLE_IO_URING".to_string());
+        return Err(UringUnavailable(
+            "io_uring is disabled by STRAIT_DISABLE_IO_URING".to_string(),
+        ));
     }
     match tokio_uring::Runtime::new(&tokio_uring::builder()) {
         Ok(rt) => {
             drop(rt);
             Ok(())
         }
-        Err(e) => Err(explain_uring_error(&e)),
+        Err(e) => Err(UringUnavailable(explain_uring_error(&e))),
     }
 }
 

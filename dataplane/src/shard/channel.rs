@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::wire::ConnConfig;
 
@@ -55,11 +56,79 @@ impl fmt::Debug for ClusterEndpoint {
     }
 }
 
+/// `isolation.level` of the source consumer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum IsolationLevel {
+    /// Everything up to the high watermark, aborted transactions included (MM2's default).
+    ReadUncommitted,
+    /// Up to the last stable offset, aborted transactions dropped (strait's default).
+    #[default]
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    /// The Fetch request's `isolation_level` byte.
+    pub fn wire(self) -> i8 {
+        match self {
+            IsolationLevel::ReadUncommitted => 0,
+            IsolationLevel::ReadCommitted => 1,
+        }
+    }
+}
+
+/// `acks` of the target producer. `acks=0` has no variant: strait needs each batch's target
+/// offset back, which only an acknowledged produce gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Acks {
+    /// `acks=1`: the leader alone.
+    Leader,
+    /// `acks=all` (`-1`): every in-sync replica (the default).
+    #[default]
+    All,
+}
+
+impl Acks {
+    /// The Produce request's `acks` field.
+    pub fn wire(self) -> i16 {
+        match self {
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+}
+
+/// How a client backs off on one cluster, from its `reconnect.backoff.*` and `retry.backoff.*`
+/// keys. Each delay grows exponentially from its base to its max, with ±20 % jitter, as Kafka's
+/// `ExponentialBackoff` does (KIP-144, KIP-580), and starts again at the base after a success.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackoffSettings {
+    /// `reconnect.backoff.ms`: first wait after a failed connection. Default 50.
+    pub reconnect_ms: u64,
+    /// `reconnect.backoff.max.ms`: the longest wait between connection attempts. Default 1 000.
+    pub reconnect_max_ms: u64,
+    /// `retry.backoff.ms`: first wait before retrying a failed request (a produce, a leader
+    /// lookup, a producer id); also the least time between two leader lookups. Default 100.
+    pub retry_ms: u64,
+    /// `retry.backoff.max.ms`: the longest wait between retries. Default 1 000.
+    pub retry_max_ms: u64,
+}
+
+impl Default for BackoffSettings {
+    fn default() -> Self {
+        BackoffSettings {
+            reconnect_ms: 50,
+            reconnect_max_ms: 1_000,
+            retry_ms: 100,
+            retry_max_ms: 1_000,
+        }
+    }
+}
+
 /// Fetch settings of a flow (from the source consumer config).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FetchSettings {
-    /// 0 = read_uncommitted, 1 = read_committed (strait's default).
-    pub isolation_level: i8,
+    /// `isolation.level`; strait's default is read_committed.
+    pub isolation_level: IsolationLevel,
     /// `fetch.max.wait.ms`, default 500.
     pub max_wait_ms: i32,
     /// `fetch.min.bytes`, default 1.
@@ -68,16 +137,20 @@ pub struct FetchSettings {
     pub max_bytes: i32,
     /// `max.partition.fetch.bytes`, default 1 048 576.
     pub partition_max_bytes: i32,
+    /// Backoff on the source cluster (the first flow assigned to a shard sets it for the
+    /// cluster's connections and lookups in that shard).
+    pub backoff: BackoffSettings,
 }
 
 impl Default for FetchSettings {
     fn default() -> Self {
         FetchSettings {
-            isolation_level: 1,
+            isolation_level: IsolationLevel::ReadCommitted,
             max_wait_ms: 500,
             min_bytes: 1,
             max_bytes: 52_428_800,
             partition_max_bytes: 1_048_576,
+            backoff: BackoffSettings::default(),
         }
     }
 }
@@ -85,28 +158,85 @@ impl Default for FetchSettings {
 /// Produce settings of a flow (from the target producer config).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProduceSettings {
-    /// `acks`: -1 (all, the default) or 1. 0 is refused: strait needs the base offset back.
-    pub acks: i16,
+    /// `acks`: all (the default) or the leader alone.
+    pub acks: Acks,
     /// `request.timeout.ms` sent as the produce timeout, default 30 000.
     pub timeout_ms: i32,
     /// `max.in.flight.requests.per.connection` applied per partition, 1..=5 (idempotence caps
     /// it at 5). Default 5.
     pub max_in_flight_per_partition: usize,
-    /// `delivery.timeout.ms`: how long a batch may keep failing with retriable errors before its
-    /// partition stops. Default 120 000.
+    /// `delivery.timeout.ms`: how long a partition may be unable to deliver (retriable errors,
+    /// or a target it cannot reach) before it stops. Default 120 000.
     pub delivery_timeout_ms: u64,
-    /// `retry.backoff.ms`, default 100.
-    pub retry_backoff_ms: u64,
+    /// `max.request.size`: the batch bytes of one produce request at most (a single batch
+    /// larger than it is still sent alone; the topic's `max.message.bytes` bounds batches).
+    /// Default 16 MiB; the shard's own `max_produce_request_bytes` bounds it too.
+    pub max_request_bytes: usize,
+    /// Backoff on the target cluster: produce retries use `retry.backoff.*`; connections,
+    /// leader lookups and producer ids as on the source (first flow wins per cluster).
+    pub backoff: BackoffSettings,
 }
 
 impl Default for ProduceSettings {
     fn default() -> Self {
         ProduceSettings {
-            acks: -1,
+            acks: Acks::All,
             timeout_ms: 30_000,
             max_in_flight_per_partition: 5,
             delivery_timeout_ms: 120_000,
-            retry_backoff_ms: 100,
+            max_request_bytes: 16 * 1024 * 1024,
+            backoff: BackoffSettings::default(),
+        }
+    }
+}
+
+/// Settings of one shard.
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    pub index: usize,
+    pub backend: crate::io::IoBackend,
+    /// Pin the thread to this core, if given.
+    pub core: Option<core_affinity::CoreId>,
+    /// Fetch response bytes held at once, in flight or waiting to be produced. Default 64 MiB;
+    /// the binary gives each shard its share of `strait.memory.bytes`. The shard's memory for
+    /// record data stays within this plus one oversized batch.
+    pub memory_budget_bytes: usize,
+    /// How often progress, mappings and counters go to control. Default 200 ms.
+    pub report_interval_ms: u64,
+    /// How often commands are read and timers (deadlines, retry backoff, reports) are checked.
+    /// Default 25 ms: data moves on completions, not on the tick, and each tick wakes the
+    /// thread (at 5 ms, ticks were a tenth of strait's CPU in the steady bench).
+    pub tick_ms: u64,
+    /// Produce requests in flight per target broker and flow. Default 8.
+    pub max_produce_requests_per_broker: usize,
+    /// Upper bound on one produce request's batch bytes. Default 16 MiB.
+    pub max_produce_request_bytes: usize,
+    /// How long a shutdown waits for in-flight produces. Default 30 000 ms.
+    pub shutdown_timeout_ms: u64,
+    /// Events (failures, revocations) queued for control beyond what its channel holds.
+    /// Default 1 024. At the bound, further failures and revocations wait in their partitions
+    /// (failed partitions stay stopped, revoked ones stay drained) until control takes events:
+    /// nothing is dropped, and the queue never grows past it.
+    pub max_pending_events: usize,
+    /// How often an ongoing incident (a broker that stays unreachable, lookups that keep
+    /// failing) is summarised in the log after its first line. Default 30 000 ms.
+    pub incident_summary_interval_ms: u64,
+}
+
+impl ShardConfig {
+    pub fn new(index: usize, backend: crate::io::IoBackend) -> Self {
+        ShardConfig {
+            index,
+            backend,
+            core: None,
+            memory_budget_bytes: 64 * 1024 * 1024,
+            report_interval_ms: 200,
+            tick_ms: 25,
+            max_produce_requests_per_broker: 8,
+            max_produce_request_bytes: 16 * 1024 * 1024,
+            shutdown_timeout_ms: 30_000,
+            max_pending_events: 1024,
+            incident_summary_interval_ms: 30_000,
         }
     }
 }
@@ -172,6 +302,93 @@ pub struct PartitionProgress {
     /// Batches fetched and not yet acknowledged.
     pub queued_batches: usize,
     pub paused: bool,
+    /// Why the partition cannot make progress right now, and since when; `None` while it can
+    /// (or while it is paused, failed or has nothing to do).
+    pub stall: Option<Stall>,
+    /// Batch bytes the target acknowledged for this partition since this shard got it.
+    pub bytes_copied: u64,
+    /// Timestamp (ms since the epoch, see [`super::timing::batch_timestamp`]) of the oldest
+    /// batch fetched and not yet acknowledged; -1 when none is held (or it has none).
+    pub oldest_unacked_timestamp_ms: i64,
+}
+
+/// Why a partition is not making progress (see [`Stall`]). The side it names is where the
+/// problem is; the shard keeps retrying, with backoff, until it goes away (or, on the target
+/// side, until `delivery.timeout.ms` stops the partition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StallReason {
+    /// The source broker that leads the partition (or every bootstrap broker, for a leader
+    /// lookup) cannot be reached: connection refused or lost, or requests unanswered within
+    /// `request.timeout.ms`.
+    SourceUnreachable,
+    /// The source partition has no leader right now, or its leader keeps saying it is not.
+    SourceLeaderUnknown,
+    /// The source answers the fetch with another retriable error (named in the detail).
+    SourceError,
+    /// The target broker that leads the partition cannot be reached, or leaves a produce
+    /// request unanswered for 5 s (`core::produce::UNANSWERED_STALL`; the request itself is
+    /// abandoned at `request.timeout.ms`).
+    TargetUnreachable,
+    /// The target partition has no leader right now, or its leader keeps saying it is not.
+    TargetLeaderUnknown,
+    /// The target refuses writes because fewer replicas are in sync than its
+    /// `min.insync.replicas` (NOT_ENOUGH_REPLICAS).
+    NotEnoughReplicas,
+    /// The target answers the produce with another retriable error (named in the detail).
+    TargetError,
+    /// The target cluster gives this shard no idempotent producer id (InitProducerId fails:
+    /// unreachable, or not authorized: IDEMPOTENT_WRITE / CLUSTER authorization).
+    ProducerIdUnavailable,
+    /// Nothing can be fetched because the shard's memory budget is held by fetched batches
+    /// still waiting for the target (of this or other partitions).
+    MemoryBudget,
+}
+
+impl StallReason {
+    /// A stable snake_case name, for status pages and metrics labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            StallReason::SourceUnreachable => "source_unreachable",
+            StallReason::SourceLeaderUnknown => "source_leader_unknown",
+            StallReason::SourceError => "source_error",
+            StallReason::TargetUnreachable => "target_unreachable",
+            StallReason::TargetLeaderUnknown => "target_leader_unknown",
+            StallReason::NotEnoughReplicas => "not_enough_replicas",
+            StallReason::TargetError => "target_error",
+            StallReason::ProducerIdUnavailable => "producer_id_unavailable",
+            StallReason::MemoryBudget => "memory_budget",
+        }
+    }
+
+    /// Whether the problem is on the target side (delivery): only those count towards
+    /// `delivery.timeout.ms`.
+    pub fn is_target_side(self) -> bool {
+        matches!(
+            self,
+            StallReason::TargetUnreachable
+                | StallReason::TargetLeaderUnknown
+                | StallReason::NotEnoughReplicas
+                | StallReason::TargetError
+                | StallReason::ProducerIdUnavailable
+        )
+    }
+}
+
+impl fmt::Display for StallReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A partition that cannot make progress: why, since when, and the last error seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stall {
+    pub reason: StallReason,
+    /// When the partition stopped making progress (the first failure of this incident; a
+    /// change of reason within one incident keeps it).
+    pub since: Instant,
+    /// The last error, in words (names the broker or cluster).
+    pub detail: Arc<str>,
 }
 
 /// Counters of one shard since it started. Plain numbers: the shard owns them alone.
@@ -188,13 +405,22 @@ pub struct ShardStats {
     /// Batches rebuilt (decoded and re-encoded), and their source bytes.
     pub slow_batches: u64,
     pub slow_bytes: u64,
+    /// `slow_batches` by why they were rebuilt.
+    pub slow_reasons: crate::batch::SlowReasonCounts,
     /// Batches dropped as control markers or aborted transactions.
     pub dropped_control: u64,
     pub dropped_aborted: u64,
     pub produce_retries: u64,
     pub reconnects: u64,
+    /// Requests abandoned because no answer came within `request.timeout.ms` (each also drops
+    /// its connection).
+    pub request_timeouts: u64,
     /// Bytes of fetch responses held in memory right now.
     pub buffered_bytes: u64,
+    /// The shard's budget for them (`ShardConfig::memory_budget_bytes`).
+    pub memory_budget_bytes: u64,
+    /// Record age and replication latency histograms, one entry per flow (cumulative).
+    pub timings: Vec<super::timing::FlowTimings>,
 }
 
 /// Why a partition stopped.

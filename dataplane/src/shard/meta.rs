@@ -1,19 +1,20 @@
-//! Leader lookups for the shard's own partitions. Control owns cluster metadata; a shard only
-//! asks "who leads these partitions now?" when a broker tells it its routing is stale, so it can
-//! follow a leader move without a round trip through the control thread.
+//! Leader lookups and producer ids for the shard's own partitions, on a fresh connection to any
+//! bootstrap broker. Control owns cluster metadata; a shard only asks "who leads these
+//! partitions now?" when a broker tells it its routing is stale, so it can follow a leader move
+//! without a round trip through the control thread. IO, used by the driver.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{InitProducerIdRequest, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::channel::ClusterEndpoint;
+use super::core::{Leaders, ProducerIdError};
+use super::partition::ProducerIdentity;
 use crate::io::{BrokerConn, ConnSetup};
 use crate::wire::WireError;
-
-/// `(topic, partition)` → leader address (`None` while the partition has no leader).
-pub type Leaders = HashMap<(String, i32), Option<String>>;
 
 /// Connects to the first reachable bootstrap broker of `endpoint`.
 pub async fn any_broker(
@@ -38,7 +39,7 @@ pub async fn any_broker(
 pub async fn lookup_leaders(
     endpoint: &ClusterEndpoint,
     setup: &ConnSetup,
-    topics: Vec<String>,
+    topics: Vec<Arc<str>>,
 ) -> Result<Leaders, WireError> {
     let conn = any_broker(endpoint, setup).await?;
     let req = MetadataRequest::default()
@@ -48,7 +49,7 @@ pub async fn lookup_leaders(
                 .iter()
                 .map(|t| {
                     MetadataRequestTopic::default()
-                        .with_name(Some(TopicName(StrBytes::from_string(t.clone()))))
+                        .with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
                 })
                 .collect(),
         ));
@@ -75,22 +76,23 @@ pub async fn lookup_leaders(
 pub async fn init_producer_id(
     endpoint: &ClusterEndpoint,
     setup: &ConnSetup,
-) -> Result<(i64, i16), String> {
-    let conn = any_broker(endpoint, setup)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<ProducerIdentity, ProducerIdError> {
+    let conn = any_broker(endpoint, setup).await?;
     let req = InitProducerIdRequest::default()
         .with_transactional_id(None)
         .with_transaction_timeout_ms(-1)
         .with_producer_id((-1).into())
         .with_producer_epoch(-1);
-    let resp = conn.call(&req).await.map_err(|e| e.to_string())?;
+    let resp = conn.call(&req).await?;
     match kafka_protocol::ResponseError::try_from_code(resp.error_code) {
-        None => Ok((resp.producer_id.0, resp.producer_epoch)),
-        Some(e) => Err(format!(
-            "InitProducerId on cluster {} (broker {}): {e}",
-            endpoint.alias,
-            conn.broker()
-        )),
+        None => Ok(ProducerIdentity {
+            id: resp.producer_id.0,
+            epoch: resp.producer_epoch,
+        }),
+        Some(error) => Err(ProducerIdError::Refused {
+            cluster: endpoint.alias.clone(),
+            broker: conn.broker().to_string(),
+            error,
+        }),
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! It takes fetched record sets and produce outcomes in, and gives back batches to send,
 //! progress and exact offset-mapping segments. Time is an argument. The shard's event loop
-//! ([`super::run`]) does the IO around it.
+//! ([`super::core`], driven by [`super::driver`]) does the rest around it.
 //!
 //! Life of a batch:
 //! 1. [`Partition::handle_fetch`] walks the record set, drops control and aborted batches, and
@@ -13,6 +13,7 @@
 //!    in sequence order, moving progress and producing mapping segments. A retriable failure
 //!    marks the batch for resending with the *same* sequence number (the broker deduplicates),
 //!    after every later in-flight batch has answered.
+#![deny(clippy::disallowed_methods)]
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -23,13 +24,15 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 
+use super::backoff::{Backoff, Jitter};
 use super::channel::{
-    FailureKind, FetchSettings, MappingSegment, PartitionKey, PartitionProgress, ProduceSettings,
-    ShardStats,
+    FailureKind, FetchSettings, IsolationLevel, MappingSegment, PartitionKey, PartitionProgress,
+    ProduceSettings, ShardStats, Stall, StallReason,
 };
+use super::timing::{WallClock, batch_timestamp, timings_of};
 use crate::batch::{
     AbortedFilter, BatchError, BatchWalker, HEADER_LEN, HeaderRewrite, OffsetRun, Path, RawBatch,
-    RebuildOptions, Verdict, classify, increment_sequence, rebuild,
+    RebuildOptions, SlowReason, Verdict, classify, increment_sequence, rebuild,
 };
 use crate::wire::produce::PartitionBatch;
 
@@ -83,6 +86,26 @@ pub enum ProduceOutcome {
     Lost { reason: String },
 }
 
+/// This shard's idempotent producer on a target cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProducerIdentity {
+    pub id: i64,
+    pub epoch: i16,
+}
+
+/// Where this shard's producer stands on one target partition: the sequence number the broker
+/// expects next from it. Kept when a partition leaves the shard, so that a later assignment of
+/// the same target partition continues the sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SequenceState {
+    pub producer: ProducerIdentity,
+    pub next_sequence: i32,
+    /// Whether the target acknowledged a batch of this producer on the partition, so that it
+    /// knows the producer and checks its sequence numbers (until then only one batch may be in
+    /// flight: see `Partition::established`).
+    pub acknowledged: bool,
+}
+
 /// A partition that stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
@@ -90,26 +113,69 @@ pub struct Failure {
     pub message: String,
 }
 
+/// Where one batch of the window stands with the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Slot {
+enum BatchState {
+    /// Fetched, no sequence number yet (in `queue`).
     Queued,
+    /// On the wire (or about to be), waiting for the answer.
     Sent,
-    Acked { base_offset: i64 },
+    Acked {
+        base_offset: i64,
+    },
+    /// The last attempt failed retriably; resent with the same sequence number.
     Failed,
+}
+
+/// The source offsets of a batch's records, in order. A forwarded batch (the fast path, nearly
+/// every batch) is one run, stored inline; only a rebuilt batch with compaction gaps has more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceRuns {
+    One(OffsetRun),
+    Many(Box<[OffsetRun]>),
+}
+
+impl SourceRuns {
+    pub fn from_vec(mut runs: Vec<OffsetRun>) -> Self {
+        if runs.len() == 1 {
+            SourceRuns::One(runs.remove(0))
+        } else {
+            SourceRuns::Many(runs.into_boxed_slice())
+        }
+    }
+
+    pub fn as_slice(&self) -> &[OffsetRun] {
+        match self {
+            SourceRuns::One(r) => std::slice::from_ref(r),
+            SourceRuns::Many(rs) => rs,
+        }
+    }
+
+    /// The first source offset, -1 when empty.
+    pub fn first_offset(&self) -> i64 {
+        self.as_slice().first().map_or(-1, |r| r.first)
+    }
+
+    /// The source offset after the last record, if any.
+    pub fn end_offset(&self) -> Option<i64> {
+        self.as_slice().last().map(|r| r.first + i64::from(r.len))
+    }
 }
 
 #[derive(Debug)]
 struct Outgoing {
     batch: RawBatch,
     /// The source offsets of its records, in order.
-    runs: Vec<OffsetRun>,
+    runs: SourceRuns,
     records: i32,
     /// Progress after this batch is acknowledged (past any filtered batches that followed it).
     next_after: i64,
     seq: Option<i32>,
-    slot: Slot,
+    state: BatchState,
     /// Whether it was rebuilt (slow path).
     rebuilt: bool,
+    /// What its records are timed by ([`batch_timestamp`]), -1 for none.
+    timestamp_ms: i64,
     _ticket: Rc<FrameTicket>,
 }
 
@@ -133,6 +199,10 @@ pub struct Partition {
     max_message_bytes: usize,
     status: Status,
     fetch_offset: i64,
+    /// The offset the fetch in flight asked for. A response is taken only while the partition
+    /// still stands there: an answer to a fetch sent before a seek or a new assignment of the
+    /// partition would otherwise skip the records between the two positions.
+    fetch_sent_at: Option<i64>,
     acked_next: i64,
     /// Target offset after the last acknowledged batch, -1 while unknown.
     target_next: i64,
@@ -143,15 +213,25 @@ pub struct Partition {
     queue: VecDeque<Outgoing>,
     queued_bytes: usize,
     next_seq: i32,
-    producer: Option<(i64, i16)>,
+    producer: Option<ProducerIdentity>,
     /// Whether the target has acknowledged a batch of the current producer on this partition.
     /// Until then only one batch may be in flight: a broker that does not know our producer
     /// accepts *any* sequence number, so a later batch could land before a refused first one
     /// and make the first out of order for good.
     established: bool,
     retry_at: Option<Instant>,
-    failing_since: Option<Instant>,
+    /// Produce retries back off exponentially (`retry.backoff.ms` to `retry.backoff.max.ms`).
+    retry_backoff: Backoff,
+    jitter: Jitter,
+    /// Why fetching is stuck, and since when (set and cleared by the shard and by fetches).
+    source_stall: Option<Stall>,
+    /// Why delivery is stuck, and since when. Its `since` starts `delivery.timeout.ms`.
+    target_stall: Option<Stall>,
     mappings: Vec<MappingSegment>,
+    /// Batch bytes acknowledged since the partition came to this shard.
+    bytes_acked: u64,
+    /// For record timing; without it nothing is timed.
+    wall: Option<WallClock>,
     /// The leaders must be looked up before fetching / producing.
     pub needs_source_leader: bool,
     pub needs_target_leader: bool,
@@ -166,6 +246,7 @@ impl Partition {
         fetch: FetchSettings,
         produce: ProduceSettings,
     ) -> Self {
+        let seed = seed_of(&key);
         Partition {
             key,
             target_topic,
@@ -174,6 +255,7 @@ impl Partition {
             max_message_bytes,
             status: Status::Running,
             fetch_offset: start_offset,
+            fetch_sent_at: None,
             acked_next: start_offset,
             target_next: -1,
             end_offset: -1,
@@ -185,8 +267,13 @@ impl Partition {
             producer: None,
             established: false,
             retry_at: None,
-            failing_since: None,
+            retry_backoff: Backoff::new(produce.backoff.retry_ms, produce.backoff.retry_max_ms),
+            jitter: Jitter::new(seed),
+            source_stall: None,
+            target_stall: None,
             mappings: Vec::new(),
+            bytes_acked: 0,
+            wall: None,
             needs_source_leader: true,
             needs_target_leader: true,
         }
@@ -194,6 +281,36 @@ impl Partition {
 
     pub fn status(&self) -> &Status {
         &self.status
+    }
+
+    /// Times records (age when fetched, latency when acknowledged) by this clock.
+    pub fn set_wall_clock(&mut self, wall: WallClock) {
+        self.wall = Some(wall);
+    }
+
+    /// Counts `records` records timed at `timestamp_ms` into this flow's replication latency
+    /// histogram (`latency`) or record age histogram.
+    fn time_records(
+        &self,
+        timestamp_ms: i64,
+        records: i32,
+        now: Instant,
+        stats: &mut ShardStats,
+        latency: bool,
+    ) {
+        let Some(wall) = self.wall.filter(|_| timestamp_ms >= 0) else {
+            return;
+        };
+        let t = timings_of(&mut stats.timings, self.key.flow);
+        let h = if latency {
+            &mut t.replication_latency
+        } else {
+            &mut t.record_age
+        };
+        h.observe(
+            wall.ms(now).saturating_sub(timestamp_ms),
+            u64::try_from(records).unwrap_or(0),
+        );
     }
 
     pub fn fetch_offset(&self) -> i64 {
@@ -230,8 +347,11 @@ impl Partition {
         }
     }
 
-    /// Stops fetching and sending; queued (unsent) batches are dropped, so that the next owner
-    /// refetches them from [`Partition::next_offset`].
+    /// Stops fetching and sending new batches; queued (unsent) batches are dropped, so that the
+    /// next owner refetches them from [`Partition::next_offset`]. Batches already given a
+    /// sequence number are finished: a failed one is still resent until the target
+    /// acknowledges it (or `delivery.timeout.ms` stops the partition), because the target may
+    /// hold it already and only its own sequence number lets the broker recognise it.
     pub fn drain(&mut self) {
         self.drop_queue();
         if !matches!(self.status, Status::Failed(_)) {
@@ -239,9 +359,14 @@ impl Partition {
         }
     }
 
-    /// Whether a draining or failed partition has no request outstanding.
+    /// Whether a draining partition has finished every batch it gave a sequence number to
+    /// (a failed partition: whether none is still on the wire).
     pub fn is_quiet(&self) -> bool {
-        !self.window.iter().any(|o| o.slot == Slot::Sent)
+        if matches!(self.status, Status::Failed(_)) {
+            !self.window.iter().any(|o| o.state == BatchState::Sent)
+        } else {
+            self.window.is_empty()
+        }
     }
 
     /// Restarts from `offset` (operator seek, or the opt-in reset). Anything fetched or in flight
@@ -251,10 +376,13 @@ impl Partition {
         self.window.clear();
         self.queued_bytes = 0;
         self.fetch_offset = offset;
+        self.fetch_sent_at = None;
         self.acked_next = offset;
         self.target_next = -1;
         self.retry_at = None;
-        self.failing_since = None;
+        self.retry_backoff.reset();
+        self.source_stall = None;
+        self.target_stall = None;
         if matches!(self.status, Status::Failed(_)) {
             self.status = Status::Running;
         }
@@ -266,16 +394,19 @@ impl Partition {
         }
         // Whatever followed the last batch in the window will be refetched.
         if let Some(last) = self.window.back_mut() {
-            last.next_after = last
-                .runs
-                .last()
-                .map_or(last.next_after, |r| r.first + i64::from(r.len));
+            last.next_after = last.runs.end_offset().unwrap_or(last.next_after);
         }
     }
 
-    fn fail(&mut self, kind: FailureKind, message: String) {
+    /// Stops the partition: nothing more is fetched or sent for it until a seek.
+    pub fn fail(&mut self, kind: FailureKind, message: String) {
         self.drop_queue();
         self.status = Status::Failed(Failure { kind, message });
+    }
+
+    /// The partition is in a fetch request now, at [`Partition::fetch_offset`].
+    pub fn fetch_started(&mut self) {
+        self.fetch_sent_at = Some(self.fetch_offset);
     }
 
     /// Whether this partition wants to be in the next fetch request.
@@ -304,16 +435,34 @@ impl Partition {
         &mut self,
         data: Fetched,
         ticket: &Rc<FrameTicket>,
+        now: Instant,
+        stats: &mut ShardStats,
+    ) -> Result<(), Failure> {
+        let result = self.take_fetched(data, ticket, now, stats);
+        self.check_invariants();
+        result
+    }
+
+    fn take_fetched(
+        &mut self,
+        data: Fetched,
+        ticket: &Rc<FrameTicket>,
+        now: Instant,
         stats: &mut ShardStats,
     ) -> Result<(), Failure> {
         if self.status != Status::Running {
             return Ok(()); // paused or draining since the request left: drop the data
         }
+        if self.fetch_sent_at.take() != Some(self.fetch_offset) {
+            return Ok(()); // the answer to a fetch from another position (a seek since)
+        }
         self.log_start_offset = data.log_start_offset;
         if data.error_code != 0 {
-            return self.fetch_error(&data);
+            return self.fetch_error(&data, now);
         }
-        self.end_offset = if self.fetch.isolation_level == 1 && data.last_stable_offset >= 0 {
+        self.source_stall = None;
+        let read_committed = self.fetch.isolation_level == IsolationLevel::ReadCommitted;
+        self.end_offset = if read_committed && data.last_stable_offset >= 0 {
             data.last_stable_offset
         } else {
             data.high_watermark
@@ -321,7 +470,6 @@ impl Partition {
         let Some(records) = data.records else {
             return Ok(());
         };
-        let read_committed = self.fetch.isolation_level == 1;
         let mut filter = AbortedFilter::new(data.aborted);
         let mut walker = BatchWalker::new(records);
         for item in walker.by_ref() {
@@ -334,93 +482,170 @@ impl Partition {
             if batch.next_offset() <= self.fetch_offset {
                 continue; // the broker starts at the batch holding our offset
             }
-            let verdict = if read_committed {
-                match filter.classify(&batch) {
-                    Ok(v) => v,
-                    Err(e) => return self.fail_with(FailureKind::BadSourceData, self.describe(&e)),
-                }
-            } else if batch.is_control() {
-                Verdict::DropControl
-            } else {
-                Verdict::Forward
-            };
-            match verdict {
-                Verdict::DropControl => {
-                    stats.dropped_control += 1;
-                    self.skip_to(batch.next_offset());
-                    continue;
-                }
-                Verdict::DropAborted => {
-                    stats.dropped_aborted += 1;
-                    self.skip_to(batch.next_offset());
-                    continue;
-                }
-                Verdict::Forward => {}
+            if !self.keep(&batch, read_committed.then_some(&mut filter), stats)? {
+                continue;
             }
+            self.time_records(
+                batch_timestamp(&batch),
+                batch.records_count(),
+                now,
+                stats,
+                false,
+            );
             let next = batch.next_offset();
             match classify(&batch, self.fetch_offset, self.max_message_bytes) {
                 Path::Skip => self.skip_to(next),
                 Path::Fast => {
                     stats.fast_batches += 1;
-                    let runs = vec![OffsetRun {
+                    let runs = SourceRuns::One(OffsetRun {
                         first: batch.base_offset(),
                         len: batch.records_count() as u32,
-                    }];
+                    });
                     let records = batch.records_count();
                     self.push(batch, runs, records, next, false, ticket);
                 }
-                Path::Slow(_) => {
-                    stats.slow_batches += 1;
-                    stats.slow_bytes += batch.size() as u64;
-                    let opts = RebuildOptions {
-                        resume_offset: self.fetch_offset,
-                        max_batch_bytes: self.max_message_bytes,
-                        ..RebuildOptions::default()
-                    };
-                    let rebuilt = match rebuild(&batch, &opts) {
-                        Ok(r) => r,
-                        Err(e @ BatchError::RecordTooLarge { .. }) => {
-                            let msg = format!(
-                                "{}; the target topic {} has max.message.bytes={}",
-                                self.describe(&e),
-                                self.target_topic,
-                                self.max_message_bytes
-                            );
-                            return self.fail_with(FailureKind::RecordTooLarge, msg);
-                        }
-                        Err(e) => {
-                            return self.fail_with(FailureKind::BadSourceData, self.describe(&e));
-                        }
-                    };
-                    if rebuilt.is_empty() {
-                        self.skip_to(next);
-                    }
-                    let n = rebuilt.len();
-                    for (i, rb) in rebuilt.into_iter().enumerate() {
-                        let records = rb.record_count() as i32;
-                        let raw = match RawBatch::new(rb.bytes) {
-                            Ok(r) => r,
-                            Err(e) => {
-                                return self.fail_with(
-                                    FailureKind::Other,
-                                    format!("rebuilt batch is invalid: {e}"),
-                                );
-                            }
-                        };
-                        let after = if i + 1 == n {
-                            next
-                        } else {
-                            rb.source_runs
-                                .last()
-                                .map_or(next, |r| r.first + i64::from(r.len))
-                        };
-                        self.push(raw, rb.source_runs, records, after, true, ticket);
-                    }
-                }
+                Path::Slow(reason) => self.queue_rebuilt(&batch, reason, next, ticket, stats)?,
             }
             self.fetch_offset = next;
         }
         Ok(())
+    }
+
+    /// Whether to forward `batch`: control markers and (under read_committed, with the
+    /// response's aborted-transactions `filter`) aborted batches are dropped, and progress moves
+    /// past them.
+    fn keep(
+        &mut self,
+        batch: &RawBatch,
+        filter: Option<&mut AbortedFilter>,
+        stats: &mut ShardStats,
+    ) -> Result<bool, Failure> {
+        let verdict = match filter {
+            Some(f) => match f.classify(batch) {
+                Ok(v) => v,
+                Err(e) => {
+                    return self
+                        .fail_with(FailureKind::BadSourceData, self.describe(&e))
+                        .map(|()| false);
+                }
+            },
+            None if batch.is_control() => Verdict::DropControl,
+            None => Verdict::Forward,
+        };
+        match verdict {
+            Verdict::DropControl => stats.dropped_control += 1,
+            Verdict::DropAborted => stats.dropped_aborted += 1,
+            Verdict::Forward => return Ok(true),
+        }
+        self.skip_to(batch.next_offset());
+        Ok(false)
+    }
+
+    /// The slow path: rebuilds `batch` into dense batches from the fetch offset on, within
+    /// the target's `max.message.bytes`, and queues them.
+    fn queue_rebuilt(
+        &mut self,
+        batch: &RawBatch,
+        reason: SlowReason,
+        next: i64,
+        ticket: &Rc<FrameTicket>,
+        stats: &mut ShardStats,
+    ) -> Result<(), Failure> {
+        stats.slow_batches += 1;
+        stats.slow_reasons.count(reason);
+        stats.slow_bytes += batch.source_size() as u64;
+        let opts = RebuildOptions {
+            resume_offset: self.fetch_offset,
+            max_batch_bytes: self.max_message_bytes,
+            ..RebuildOptions::default()
+        };
+        let rebuilt = match rebuild(batch, &opts) {
+            Ok(r) => r,
+            Err(e @ BatchError::RecordTooLarge { .. }) => {
+                let msg = format!(
+                    "{}; the target topic {} has max.message.bytes={}",
+                    self.describe(&e),
+                    self.target_topic,
+                    self.max_message_bytes
+                );
+                return self.fail_with(FailureKind::RecordTooLarge, msg);
+            }
+            Err(e) => {
+                return self.fail_with(FailureKind::BadSourceData, self.describe(&e));
+            }
+        };
+        if rebuilt.is_empty() {
+            self.skip_to(next);
+        }
+        let n = rebuilt.len();
+        for (i, rb) in rebuilt.into_iter().enumerate() {
+            let records = rb.record_count() as i32;
+            let raw = match RawBatch::new(rb.bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    return self
+                        .fail_with(FailureKind::Other, format!("rebuilt batch is invalid: {e}"));
+                }
+            };
+            let runs = SourceRuns::from_vec(rb.source_runs);
+            let after = if i + 1 == n {
+                next
+            } else {
+                runs.end_offset().unwrap_or(next)
+            };
+            self.push(raw, runs, records, after, true, ticket);
+        }
+        Ok(())
+    }
+
+    /// The target refused window entry `i` for good.
+    fn rejected(
+        &mut self,
+        i: usize,
+        e: ResponseError,
+        message: Option<String>,
+    ) -> Result<(), Failure> {
+        // Answered: no longer on the wire, so a shutdown need not wait for it.
+        self.window[i].state = BatchState::Failed;
+        let o = &self.window[i];
+        let first = o.runs.first_offset();
+        let kind = match e {
+            ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => {
+                FailureKind::RecordTooLarge
+            }
+            _ => FailureKind::TargetRejected,
+        };
+        let msg = format!(
+            "target partition {}-{} rejected the batch of source offsets {}..={} (from {}-{}): {e}{}",
+            self.target_topic,
+            self.key.partition,
+            first,
+            first + i64::from(o.records) - 1,
+            self.key.topic,
+            self.key.partition,
+            message.map(|m| format!(": {m}")).unwrap_or_default()
+        );
+        self.fail_with(kind, msg)
+    }
+
+    /// Why the target's CORRUPT_MESSAGE for window entry `i` is final: the source's bytes do
+    /// not match their CRC.
+    fn corrupt_source_message(&self, i: usize) -> String {
+        let o = &self.window[i];
+        let first = o.runs.first_offset();
+        let crc = match o.batch.verify_crc() {
+            Err(BatchError::CrcMismatch {
+                expected, actual, ..
+            }) => format!("its stored CRC is {expected:#010x}, its bytes give {actual:#010x}"),
+            _ => "its CRC does not match its bytes".to_string(),
+        };
+        format!(
+            "source partition {}-{}: the batch of source offsets {}..={} is corrupt ({crc}): the target refused it as CORRUPT_MESSAGE; the source log holds bad data at these offsets, so the partition stops (nothing after it is copied)",
+            self.key.topic,
+            self.key.partition,
+            first,
+            first + i64::from(o.records) - 1,
+        )
     }
 
     fn describe(&self, e: &BatchError) -> String {
@@ -435,7 +660,7 @@ impl Partition {
         Err(Failure { kind, message })
     }
 
-    fn fetch_error(&mut self, data: &Fetched) -> Result<(), Failure> {
+    fn fetch_error(&mut self, data: &Fetched, now: Instant) -> Result<(), Failure> {
         let err = ResponseError::try_from_code(data.error_code);
         match err {
             Some(ResponseError::OffsetOutOfRange) => {
@@ -457,6 +682,13 @@ impl Partition {
             }
             Some(e) if e.is_retriable() || crate::shard::is_routing_error(e) => {
                 self.needs_source_leader = true;
+                let reason = if crate::shard::is_routing_error(e) {
+                    StallReason::SourceLeaderUnknown
+                } else {
+                    StallReason::SourceError
+                };
+                let detail = format!("the source leader answered the fetch with {e}");
+                self.stall_source(reason, &detail, now);
                 Ok(())
             }
             Some(e) => {
@@ -487,20 +719,22 @@ impl Partition {
     fn push(
         &mut self,
         batch: RawBatch,
-        runs: Vec<OffsetRun>,
+        runs: SourceRuns,
         records: i32,
         next_after: i64,
         rebuilt: bool,
         ticket: &Rc<FrameTicket>,
     ) {
         self.queued_bytes += batch.size();
+        let timestamp_ms = batch_timestamp(&batch);
         self.queue.push_back(Outgoing {
+            timestamp_ms,
             batch,
             runs,
             records,
             next_after,
             seq: None,
-            slot: Slot::Queued,
+            state: BatchState::Queued,
             rebuilt,
             _ticket: ticket.clone(),
         });
@@ -508,28 +742,56 @@ impl Partition {
 
     /// Sets this shard's producer id and epoch for the target cluster. A new producer restarts
     /// sequence numbers at 0 (only before anything was sent with the old one).
-    pub fn set_producer(&mut self, producer_id: i64, producer_epoch: i16) {
-        if self.producer != Some((producer_id, producer_epoch)) && self.window.is_empty() {
-            self.producer = Some((producer_id, producer_epoch));
+    pub fn set_producer(&mut self, producer: ProducerIdentity) {
+        if self.producer != Some(producer) && self.window.is_empty() {
+            self.producer = Some(producer);
             self.next_seq = 0;
             self.established = false;
         }
     }
 
     /// The producer and next sequence number this partition writes its target partition with.
-    pub fn sequence_state(&self) -> Option<(i64, i16, i32)> {
-        self.producer
-            .map(|(pid, epoch)| (pid, epoch, self.next_seq))
+    ///
+    /// A partition that stopped with batches unacknowledged (failed, or a shutdown that timed
+    /// out) continues from the first of them: its records are refetched from
+    /// [`Partition::next_offset`] and sent again with the same sequence numbers, which the
+    /// broker accepts if it never got them and recognises as duplicates if it did. Continuing
+    /// after them would leave a gap the broker refuses, or copy their records twice.
+    pub fn sequence_state(&self) -> Option<SequenceState> {
+        let next_sequence = self
+            .window
+            .front()
+            .and_then(|o| o.seq)
+            .unwrap_or(self.next_seq);
+        self.producer.map(|producer| SequenceState {
+            producer,
+            next_sequence,
+            acknowledged: self.established,
+        })
     }
 
     /// Continues the sequence of an earlier assignment of the same target partition in this
     /// shard: the broker remembers our producer there and expects the next number.
-    pub fn resume_sequence(&mut self, producer_id: i64, producer_epoch: i16, next_seq: i32) {
+    pub fn resume_sequence(&mut self, state: SequenceState) {
         if self.window.is_empty() {
-            self.producer = Some((producer_id, producer_epoch));
-            self.next_seq = next_seq;
-            self.established = true;
+            self.producer = Some(state.producer);
+            self.next_seq = state.next_sequence;
+            self.established = state.acknowledged;
         }
+    }
+
+    /// Why no batch goes out (diagnostics).
+    pub fn debug_send_state(&self) -> String {
+        format!(
+            "retry_at {:?}, established {}, window {:?}, queue {}",
+            self.retry_at,
+            self.established,
+            self.window
+                .iter()
+                .map(|o| (o.seq, o.state))
+                .collect::<Vec<_>>(),
+            self.queue.len()
+        )
     }
 
     pub fn has_producer(&self) -> bool {
@@ -542,16 +804,26 @@ impl Partition {
     }
 
     fn next_sendable(&self, now: Instant) -> Option<Target> {
-        if !matches!(self.status, Status::Running | Status::Paused)
-            || self.needs_target_leader
+        if !matches!(
+            self.status,
+            Status::Running | Status::Paused | Status::Draining
+        ) || self.needs_target_leader
             || self.producer.is_none()
             || self.retry_at.is_some_and(|t| now < t)
         {
             return None;
         }
         // Resend the first failed batch once no later batch awaits an answer.
-        if let Some(i) = self.window.iter().position(|o| o.slot == Slot::Failed) {
-            let later_sent = self.window.iter().skip(i + 1).any(|o| o.slot == Slot::Sent);
+        if let Some(i) = self
+            .window
+            .iter()
+            .position(|o| o.state == BatchState::Failed)
+        {
+            let later_sent = self
+                .window
+                .iter()
+                .skip(i + 1)
+                .any(|o| o.state == BatchState::Sent);
             return (!later_sent).then_some(Target::Window(i));
         }
         // Every batch since the oldest unsettled one counts, acknowledged or not: the broker
@@ -566,14 +838,14 @@ impl Partition {
         if unsettled >= limit {
             return None;
         }
-        (!self.queue.is_empty()).then_some(Target::Queue)
+        (self.status != Status::Draining && !self.queue.is_empty()).then_some(Target::Queue)
     }
 
     /// The next batch to send, with its header rewritten for this shard's producer. Returns the
     /// sequence number that identifies it in [`Partition::handle_produced`].
     pub fn poll_send(&mut self, now: Instant) -> Option<(i32, PartitionBatch)> {
         let target = self.next_sendable(now)?;
-        let (pid, epoch) = self.producer?;
+        let ProducerIdentity { id: pid, epoch } = self.producer?;
         let idx = match target {
             Target::Window(i) => i,
             Target::Queue => {
@@ -585,7 +857,7 @@ impl Partition {
             }
         };
         let o = &mut self.window[idx];
-        o.slot = Slot::Sent;
+        o.state = BatchState::Sent;
         let seq = o.seq.expect("window entries have sequence numbers");
         let head: [u8; HEADER_LEN] = HeaderRewrite {
             producer_id: pid,
@@ -593,12 +865,14 @@ impl Partition {
             base_sequence: seq,
         }
         .apply(&o.batch);
+        let payload = o.batch.payload();
+        self.check_invariants();
         Some((
             seq,
             PartitionBatch {
                 partition: self.key.partition,
                 head,
-                payload: o.batch.payload(),
+                payload,
             },
         ))
     }
@@ -614,97 +888,166 @@ impl Partition {
         let Some(i) = self
             .window
             .iter()
-            .position(|o| o.seq == Some(seq) && o.slot == Slot::Sent)
+            .position(|o| o.seq == Some(seq) && o.state == BatchState::Sent)
         else {
             return Ok(()); // stale: the partition was reset since
         };
         match outcome {
             ProduceOutcome::Appended { base_offset } => {
-                self.window[i].slot = Slot::Acked { base_offset };
+                self.window[i].state = BatchState::Acked { base_offset };
                 self.established = true;
             }
             ProduceOutcome::Error { code, message } => {
                 let err = ResponseError::try_from_code(code);
                 match err {
-                    None => self.window[i].slot = Slot::Acked { base_offset: -1 },
+                    None => self.window[i].state = BatchState::Acked { base_offset: -1 },
                     // The broker already has this batch: it was written by an earlier attempt.
                     Some(ResponseError::DuplicateSequenceNumber) => {
-                        self.window[i].slot = Slot::Acked { base_offset: -1 };
+                        self.window[i].state = BatchState::Acked { base_offset: -1 };
                         self.established = true;
                     }
-                    // Out of order is expected right behind a failed batch; otherwise our
-                    // sequence state is broken and retrying cannot fix it.
-                    Some(ResponseError::OutOfOrderSequenceNumber)
-                        if self.window.iter().take(i).any(|o| o.slot == Slot::Failed) =>
+                    // Out of order is expected behind a batch that failed, or whose answer
+                    // has not come yet (answers may be handled in another order than sent: it
+                    // may be failing right now); otherwise our sequence state is broken and
+                    // retrying cannot fix it.
+                    Some(e @ ResponseError::OutOfOrderSequenceNumber)
+                        if self
+                            .window
+                            .iter()
+                            .take(i)
+                            .any(|o| matches!(o.state, BatchState::Failed | BatchState::Sent)) =>
                     {
-                        self.mark_failed(i, now, stats);
+                        self.mark_failed(i, StallReason::TargetError, &e, now, stats);
+                    }
+                    // Retriable for Kafka's producer, but a forwarded batch keeps the source's
+                    // CRC: if it does not match, the source log is corrupt and retrying cannot
+                    // help. Checked only on refusal: the target checks every batch anyway.
+                    Some(ResponseError::CorruptMessage)
+                        if self.window[i].batch.verify_crc().is_err() =>
+                    {
+                        self.window[i].state = BatchState::Failed; // answered, as below
+                        return self
+                            .fail_with(FailureKind::BadSourceData, self.corrupt_source_message(i));
                     }
                     Some(e) if e.is_retriable() || crate::shard::is_routing_error(e) => {
-                        if crate::shard::is_routing_error(e) {
+                        let reason = if crate::shard::is_routing_error(e) {
                             self.needs_target_leader = true;
-                        }
-                        self.mark_failed(i, now, stats);
-                    }
-                    Some(e) => {
-                        let o = &self.window[i];
-                        let first = o.runs.first().map_or(-1, |r| r.first);
-                        let kind = match e {
-                            ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => {
-                                FailureKind::RecordTooLarge
-                            }
-                            _ => FailureKind::TargetRejected,
+                            StallReason::TargetLeaderUnknown
+                        } else if matches!(
+                            e,
+                            ResponseError::NotEnoughReplicas
+                                | ResponseError::NotEnoughReplicasAfterAppend
+                        ) {
+                            StallReason::NotEnoughReplicas
+                        } else {
+                            StallReason::TargetError
                         };
-                        let msg = format!(
-                            "target partition {}-{} rejected the batch of source offsets {}..={} (from {}-{}): {e}{}",
-                            self.target_topic,
-                            self.key.partition,
-                            first,
-                            first + i64::from(o.records) - 1,
-                            self.key.topic,
-                            self.key.partition,
-                            message.map(|m| format!(": {m}")).unwrap_or_default()
-                        );
-                        return self.fail_with(kind, msg);
+                        self.mark_failed(i, reason, &e, now, stats);
                     }
+                    Some(e) => return self.rejected(i, e, message),
                 }
             }
-            ProduceOutcome::Lost { .. } => {
+            ProduceOutcome::Lost { reason } => {
                 self.needs_target_leader = true;
-                self.mark_failed(i, now, stats);
+                self.mark_failed(i, StallReason::TargetUnreachable, &reason, now, stats);
             }
         }
-        self.settle(stats);
+        self.settle(now, stats);
+        self.check_invariants();
         self.check_delivery_timeout(now)
     }
 
-    fn mark_failed(&mut self, i: usize, now: Instant, stats: &mut ShardStats) {
-        self.window[i].slot = Slot::Failed;
+    /// A retriable failure of the batch at window index `i`: it is resent with the same
+    /// sequence number after the partition's retry backoff. Failures of several batches at
+    /// once (a lost connection) are one retry, so they back off once.
+    fn mark_failed(
+        &mut self,
+        i: usize,
+        reason: StallReason,
+        error: &dyn std::fmt::Display,
+        now: Instant,
+        stats: &mut ShardStats,
+    ) {
+        self.window[i].state = BatchState::Failed;
         stats.produce_retries += 1;
-        self.failing_since.get_or_insert(now);
-        self.retry_at = Some(now + Duration::from_millis(self.produce.retry_backoff_ms));
+        self.stall_target(reason, &error.to_string(), now);
+        if self.retry_at.is_none_or(|t| t <= now) {
+            self.retry_at = Some(now + self.retry_backoff.fail(&mut self.jitter));
+        }
     }
 
-    fn check_delivery_timeout(&mut self, now: Instant) -> Result<(), Failure> {
-        if let Some(since) = self.failing_since
-            && now.duration_since(since) > Duration::from_millis(self.produce.delivery_timeout_ms)
+    /// Stops the partition when it has not been able to deliver for `delivery.timeout.ms`,
+    /// whether its batches failed retriably or never left for want of a target.
+    pub fn check_delivery_timeout(&mut self, now: Instant) -> Result<(), Failure> {
+        if let Some(stall) = &self.target_stall
+            && now.saturating_duration_since(stall.since)
+                > Duration::from_millis(self.produce.delivery_timeout_ms)
         {
             let msg = format!(
-                "target partition {}-{}: retriable errors persisted for more than delivery.timeout.ms={} ms",
-                self.target_topic, self.key.partition, self.produce.delivery_timeout_ms
+                "target partition {}-{}: nothing delivered for more than delivery.timeout.ms={} ms ({}: {})",
+                self.target_topic,
+                self.key.partition,
+                self.produce.delivery_timeout_ms,
+                stall.reason,
+                stall.detail
             );
             return self.fail_with(FailureKind::DeliveryTimeout, msg);
         }
         Ok(())
     }
 
+    /// Whether fetched batches wait for the target (queued or in the window).
+    pub fn has_undelivered(&self) -> bool {
+        !self.window.is_empty() || !self.queue.is_empty()
+    }
+
+    /// Delivery is stuck for `reason`. The first call of an incident sets `since`; later ones
+    /// update the reason and detail. Only a partition with batches to deliver can stall on the
+    /// target side.
+    pub fn stall_target(&mut self, reason: StallReason, detail: &str, now: Instant) {
+        if self.has_undelivered() {
+            set_stall(&mut self.target_stall, reason, detail, now);
+        }
+    }
+
+    /// Fetching is stuck for `reason` (cleared by the next fetch answered for this partition).
+    pub fn stall_source(&mut self, reason: StallReason, detail: &str, now: Instant) {
+        if matches!(self.status, Status::Running | Status::Paused) {
+            set_stall(&mut self.source_stall, reason, detail, now);
+        }
+    }
+
+    /// Clears a source stall of `reason` (e.g. the memory it waited for is free again).
+    pub fn clear_source_stall(&mut self, reason: StallReason) {
+        if self
+            .source_stall
+            .as_ref()
+            .is_some_and(|s| s.reason == reason)
+        {
+            self.source_stall = None;
+        }
+    }
+
+    /// The stall to report: delivery first (fetched data is waiting), then fetching. None
+    /// while paused, failed or draining.
+    pub fn stall(&self) -> Option<&Stall> {
+        if self.status != Status::Running {
+            return None;
+        }
+        self.target_stall.as_ref().or(self.source_stall.as_ref())
+    }
+
     /// Moves the acknowledged prefix of the window out: progress and mapping segments.
-    fn settle(&mut self, stats: &mut ShardStats) {
-        while let Some(Slot::Acked { base_offset }) = self.window.front().map(|o| o.slot) {
+    fn settle(&mut self, now: Instant, stats: &mut ShardStats) {
+        let mut acked_any = false;
+        while let Some(BatchState::Acked { base_offset }) = self.window.front().map(|o| o.state) {
             let o = self.window.pop_front().expect("front exists");
             self.queued_bytes -= o.batch.size();
             stats.produced_batches += 1;
             stats.produced_records += o.records as u64;
             stats.produced_bytes += o.batch.size() as u64;
+            self.bytes_acked += o.batch.size() as u64;
+            self.time_records(o.timestamp_ms, o.records, now, stats, true);
             // A batch acknowledged without its offset (a duplicate the broker recognised)
             // leaves the target position unknown until the next batch's answer.
             self.target_next = if base_offset >= 0 {
@@ -714,7 +1057,7 @@ impl Partition {
             };
             if base_offset >= 0 {
                 let mut downstream = base_offset;
-                for run in &o.runs {
+                for run in o.runs.as_slice() {
                     self.add_mapping(MappingSegment {
                         upstream: run.first,
                         downstream,
@@ -725,11 +1068,53 @@ impl Partition {
             }
             self.acked_next = self.acked_next.max(o.next_after);
             let _ = o.rebuilt;
+            acked_any = true;
         }
-        if !self.window.iter().any(|o| o.slot == Slot::Failed) {
-            self.failing_since = None;
+        if acked_any {
+            self.retry_backoff.reset();
+        }
+        if !self.window.iter().any(|o| o.state == BatchState::Failed) {
+            self.target_stall = None;
             self.retry_at = None;
         }
+    }
+
+    /// The invariants of the queues, checked in debug builds after every change: the queued
+    /// bytes are the sum of the batches held, the window holds at most the in-flight limit, its
+    /// sequence numbers follow each other without a gap and end at `next_seq`, and only the
+    /// queue holds batches without one.
+    fn check_invariants(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let held: usize = self
+            .window
+            .iter()
+            .chain(self.queue.iter())
+            .map(|o| o.batch.size())
+            .sum();
+        debug_assert_eq!(held, self.queued_bytes, "{}: queued bytes", self.key);
+        debug_assert!(self.window.len() <= 5, "{}: window over 5", self.key);
+        let mut expect = self.window.front().and_then(|o| o.seq);
+        for o in &self.window {
+            debug_assert!(
+                o.state != BatchState::Queued,
+                "{}: queued in window",
+                self.key
+            );
+            debug_assert_eq!(o.seq, expect, "{}: sequence gap in the window", self.key);
+            expect = o.seq.map(|s| increment_sequence(s, o.records));
+        }
+        if let Some(next) = expect {
+            debug_assert_eq!(next, self.next_seq, "{}: next sequence", self.key);
+        }
+        debug_assert!(
+            self.queue
+                .iter()
+                .all(|o| o.seq.is_none() && o.state == BatchState::Queued),
+            "{}: sequence numbers in the queue",
+            self.key
+        );
     }
 
     fn add_mapping(&mut self, seg: MappingSegment) {
@@ -765,8 +1150,42 @@ impl Partition {
             log_start_offset: self.log_start_offset,
             queued_batches: self.window.len() + self.queue.len(),
             paused: self.status == Status::Paused,
+            stall: self.stall().cloned(),
+            bytes_copied: self.bytes_acked,
+            oldest_unacked_timestamp_ms: self
+                .window
+                .front()
+                .or(self.queue.front())
+                .map_or(-1, |o| o.timestamp_ms),
         }
     }
+}
+
+fn set_stall(slot: &mut Option<Stall>, reason: StallReason, detail: &str, now: Instant) {
+    match slot {
+        Some(s) => {
+            s.reason = reason;
+            if *s.detail != *detail {
+                s.detail = Arc::from(detail);
+            }
+        }
+        None => {
+            *slot = Some(Stall {
+                reason,
+                since: now,
+                detail: Arc::from(detail),
+            });
+        }
+    }
+}
+
+/// A fixed seed per partition for its retry jitter, so that runs replay.
+fn seed_of(key: &PartitionKey) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ u64::from(key.flow);
+    for b in key.topic.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^ (key.partition as u64)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -776,8 +1195,13 @@ enum Target {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+
+    fn now0() -> Instant {
+        Instant::now()
+    }
     use crate::batch::{BatchBuilder, Compression, Record, decode_records};
     use bytes::BytesMut;
 
@@ -818,7 +1242,7 @@ mod tests {
         );
         p.needs_source_leader = false;
         p.needs_target_leader = false;
-        p.set_producer(7, 0);
+        p.set_producer(ProducerIdentity { id: 7, epoch: 0 });
         p.established = true;
         p
     }
@@ -847,7 +1271,9 @@ mod tests {
             batch(0, 3, Compression::None),
             batch(3, 2, Compression::Lz4),
         ]);
-        p.handle_fetch(fetched(rs.clone(), 5), &t, &mut st).unwrap();
+        p.fetch_started();
+        p.handle_fetch(fetched(rs.clone(), 5), &t, now0(), &mut st)
+            .unwrap();
         drop(t);
         assert_eq!(st.fast_batches, 2);
         let now = Instant::now();
@@ -897,14 +1323,101 @@ mod tests {
         assert_eq!(budget.get(), 0, "frame memory released once acknowledged");
     }
 
+    /// The target answers CORRUPT_MESSAGE: retried when our bytes are sound (the fault was on
+    /// the way), the partition stopped at once, naming the offsets, when the source's CRC does
+    /// not match.
+    #[test]
+    fn corrupt_message_stops_only_a_batch_whose_crc_is_wrong() {
+        for corrupt in [false, true] {
+            let mut p = part(0);
+            let mut st = ShardStats::default();
+            let (_b, t) = ticket();
+            let mut bytes = batch(0, 3, Compression::None).to_vec();
+            if corrupt {
+                let last = bytes.len() - 1;
+                bytes[last] ^= 0x40;
+            }
+            p.fetch_started();
+            p.handle_fetch(fetched(Bytes::from(bytes), 3), &t, now0(), &mut st)
+                .unwrap();
+            assert_eq!(
+                st.fast_batches, 1,
+                "forwarded as is: the payload is not read"
+            );
+            let now = Instant::now();
+            let (seq, _) = p.poll_send(now).unwrap();
+            let refused = ProduceOutcome::Error {
+                code: ResponseError::CorruptMessage.code(),
+                message: None,
+            };
+            let got = p.handle_produced(seq, refused, now, &mut st);
+            if corrupt {
+                let f = got.expect_err("a corrupt source batch cannot be retried into shape");
+                assert_eq!(f.kind, FailureKind::BadSourceData);
+                assert!(
+                    f.message.contains("src-0") && f.message.contains("offsets 0..=2"),
+                    "{}",
+                    f.message
+                );
+            } else {
+                got.expect("a sound batch is retried");
+                assert_eq!(p.status(), &Status::Running, "still replicating");
+            }
+        }
+    }
+
+    #[test]
+    fn records_are_timed_when_fetched_and_when_acknowledged() {
+        let mut p = part(0);
+        let t0 = now0();
+        // Record timestamps are 1 000 + i ms: the wall clock reads 1 500 ms at t0.
+        p.set_wall_clock(WallClock {
+            at: t0,
+            epoch_ms: 1_500,
+        });
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        let rs = set(&[
+            batch(0, 3, Compression::None),
+            batch(3, 2, Compression::None),
+        ]);
+        p.fetch_started();
+        p.handle_fetch(fetched(rs, 5), &t, t0, &mut st).unwrap();
+        let age = &st.timings[0].record_age;
+        // Each batch counts its records at the age of its first record (500 ms).
+        assert_eq!((age.count(), age.sum_ms), (5, 5 * 500));
+        assert_eq!(p.progress().oldest_unacked_timestamp_ms, 1_000);
+        let (s0, b0) = p.poll_send(t0).unwrap();
+        let (s1, b1) = p.poll_send(t0).unwrap();
+        let size = (b0.head.len() + b0.payload.len() + b1.head.len() + b1.payload.len()) as u64;
+        let acked = t0 + Duration::from_millis(1_000);
+        for (seq, base) in [(s0, 100), (s1, 103)] {
+            p.handle_produced(
+                seq,
+                ProduceOutcome::Appended { base_offset: base },
+                acked,
+                &mut st,
+            )
+            .unwrap();
+        }
+        let latency = &st.timings[0].replication_latency;
+        assert_eq!((latency.count(), latency.sum_ms), (5, 5 * 1_500));
+        assert_eq!(st.timings.len(), 1, "one entry per flow");
+        let pr = p.progress();
+        assert_eq!(pr.oldest_unacked_timestamp_ms, -1, "nothing waits");
+        assert_eq!(pr.bytes_copied, size);
+    }
+
     #[test]
     fn resume_inside_a_batch_takes_the_slow_path_and_keeps_offsets_exact() {
         let mut p = part(2);
         let mut st = ShardStats::default();
         let (_b, t) = ticket();
+        p.fetch_started();
         p.handle_fetch(
             fetched(set(&[batch(0, 5, Compression::Zstd)]), 5),
             &t,
+            now0(),
             &mut st,
         )
         .unwrap();
@@ -948,7 +1461,8 @@ mod tests {
             batch(1, 1, Compression::None),
             batch(2, 1, Compression::None),
         ]);
-        p.handle_fetch(fetched(rs, 3), &t, &mut st).unwrap();
+        p.fetch_started();
+        p.handle_fetch(fetched(rs, 3), &t, now0(), &mut st).unwrap();
         let now = Instant::now();
         let sent: Vec<i32> = (0..3).map(|_| p.poll_send(now).unwrap().0).collect();
         assert_eq!(sent, vec![0, 1, 2]);
@@ -1013,6 +1527,7 @@ mod tests {
         let mut p = part(0);
         let mut st = ShardStats::default();
         let (_b, t) = ticket();
+        p.fetch_started();
         p.handle_fetch(
             fetched(
                 set(&[
@@ -1022,6 +1537,7 @@ mod tests {
                 4,
             ),
             &t,
+            now0(),
             &mut st,
         )
         .unwrap();
@@ -1078,9 +1594,11 @@ mod tests {
         let mut p = part(0);
         let mut st = ShardStats::default();
         let (_b, t) = ticket();
+        p.fetch_started();
         p.handle_fetch(
             fetched(set(&[batch(0, 3, Compression::None)]), 3),
             &t,
+            now0(),
             &mut st,
         )
         .unwrap();
@@ -1093,15 +1611,22 @@ mod tests {
             &mut st,
         )
         .unwrap();
-        assert_eq!(p.sequence_state(), Some((7, 0, 3)));
+        let state = SequenceState {
+            producer: ProducerIdentity { id: 7, epoch: 0 },
+            next_sequence: 3,
+            acknowledged: true,
+        };
+        assert_eq!(p.sequence_state(), Some(state));
 
         let mut again = part(3);
         again.established = false;
-        again.resume_sequence(7, 0, 3);
+        again.resume_sequence(state);
+        again.fetch_started();
         again
             .handle_fetch(
                 fetched(set(&[batch(3, 2, Compression::None)]), 5),
                 &t,
+                now0(),
                 &mut st,
             )
             .unwrap();
@@ -1117,7 +1642,8 @@ mod tests {
         let rs = set(&(0..4)
             .map(|i| batch(i, 1, Compression::None))
             .collect::<Vec<_>>());
-        p.handle_fetch(fetched(rs, 4), &t, &mut st).unwrap();
+        p.fetch_started();
+        p.handle_fetch(fetched(rs, 4), &t, now0(), &mut st).unwrap();
         let now = Instant::now();
         assert!(p.poll_send(now).is_some());
         assert!(p.poll_send(now).is_some());
@@ -1139,7 +1665,9 @@ mod tests {
         let rs = set(&(0..4)
             .map(|i| batch(i, 1, Compression::None))
             .collect::<Vec<_>>());
-        p.handle_fetch(fetched(rs, 10), &t, &mut st).unwrap();
+        p.fetch_started();
+        p.handle_fetch(fetched(rs, 10), &t, now0(), &mut st)
+            .unwrap();
         assert!(!p.caught_up(), "records 4..10 are still to fetch");
         let queued = p.queued_bytes();
         assert!(queued > 0);
@@ -1148,7 +1676,9 @@ mod tests {
         let rs = set(&(4..10)
             .map(|i| batch(i, 1, Compression::None))
             .collect::<Vec<_>>());
-        p.handle_fetch(fetched(rs, 10), &t, &mut st).unwrap();
+        p.fetch_started();
+        p.handle_fetch(fetched(rs, 10), &t, now0(), &mut st)
+            .unwrap();
         assert!(p.caught_up());
         p.pause();
         assert!(
@@ -1178,7 +1708,8 @@ mod tests {
             records: Some(set(&[aborted, marker])),
             ..Fetched::default()
         };
-        p.handle_fetch(data, &t, &mut st).unwrap();
+        p.fetch_started();
+        p.handle_fetch(data, &t, now0(), &mut st).unwrap();
         assert_eq!((st.dropped_aborted, st.dropped_control), (1, 1));
         assert!(p.poll_send(Instant::now()).is_none());
         assert_eq!(p.next_offset(), 2);
@@ -1196,7 +1727,10 @@ mod tests {
             .unwrap()
             .build()
             .unwrap();
-        let err = p.handle_fetch(fetched(big, 1), &t, &mut st).unwrap_err();
+        p.fetch_started();
+        let err = p
+            .handle_fetch(fetched(big, 1), &t, now0(), &mut st)
+            .unwrap_err();
         assert_eq!(err.kind, FailureKind::RecordTooLarge);
         assert!(
             err.message.contains("max.message.bytes=100"),
@@ -1218,7 +1752,8 @@ mod tests {
             high_watermark: 80,
             ..Fetched::default()
         };
-        let err = p.handle_fetch(data, &t, &mut st).unwrap_err();
+        p.fetch_started();
+        let err = p.handle_fetch(data, &t, now0(), &mut st).unwrap_err();
         assert_eq!(
             err.kind,
             FailureKind::PositionLost {
@@ -1241,9 +1776,63 @@ mod tests {
             batch(2, 2, Compression::None),
         ]);
         let cut = two.slice(..two.len() - 5);
-        p.handle_fetch(fetched(cut, 4), &t, &mut st).unwrap();
+        p.fetch_started();
+        p.handle_fetch(fetched(cut, 4), &t, now0(), &mut st)
+            .unwrap();
         assert_eq!(p.fetch_offset(), 2);
         assert_eq!(st.fast_batches, 1);
+    }
+
+    #[test]
+    fn a_fetch_answer_from_before_a_seek_is_dropped() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        // A fetch at 0 is in flight; the operator seeks to 3; the answer (from 0) arrives.
+        p.fetch_started();
+        p.seek(3);
+        let rs = set(&[
+            batch(0, 2, Compression::None),
+            batch(5, 2, Compression::None),
+        ]);
+        p.handle_fetch(fetched(rs.clone(), 7), &t, now0(), &mut st)
+            .unwrap();
+        assert!(
+            p.poll_send(now0()).is_none(),
+            "nothing taken from the stale answer"
+        );
+        assert_eq!(p.fetch_offset(), 3, "records 3..5 are still to fetch");
+        // An answer without a fetch of ours in flight is dropped too.
+        p.handle_fetch(fetched(rs, 7), &t, now0(), &mut st).unwrap();
+        assert_eq!(p.fetch_offset(), 3);
+    }
+
+    #[test]
+    fn a_refused_batch_leaves_the_failed_partition_quiet() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        p.fetch_started();
+        p.handle_fetch(
+            fetched(set(&[batch(0, 2, Compression::None)]), 2),
+            &t,
+            now0(),
+            &mut st,
+        )
+        .unwrap();
+        let now = Instant::now();
+        let (s, _) = p.poll_send(now).unwrap();
+        let refused = ProduceOutcome::Error {
+            code: ResponseError::TopicAuthorizationFailed.code(),
+            message: None,
+        };
+        let failure = p.handle_produced(s, refused, now, &mut st).unwrap_err();
+        assert_eq!(failure.kind, FailureKind::TargetRejected);
+        p.drain();
+        assert!(
+            p.is_quiet(),
+            "nothing of it is on the wire: a shutdown must not wait"
+        );
     }
 
     #[test]
@@ -1251,6 +1840,7 @@ mod tests {
         let mut p = part(0);
         let mut st = ShardStats::default();
         let (_b, t) = ticket();
+        p.fetch_started();
         p.handle_fetch(
             fetched(
                 set(&[
@@ -1260,6 +1850,7 @@ mod tests {
                 4,
             ),
             &t,
+            now0(),
             &mut st,
         )
         .unwrap();
@@ -1282,8 +1873,13 @@ mod tests {
 /// A simulation of one partition against a model of the broker's idempotence checks, with
 /// arbitrary interleavings of sends, refused enqueues, lost connections and answers.
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)]
 mod sim {
     use super::*;
+
+    fn now0() -> Instant {
+        Instant::now()
+    }
     use crate::batch::{BatchBuilder, Compression, Record};
     use bytes::BytesMut;
     use proptest::prelude::*;
@@ -1358,11 +1954,11 @@ mod sim {
         fn never_out_of_order_and_exactly_once(steps in proptest::collection::vec(step(), 1..400), n in 1usize..12) {
             let mut p = Partition::new(
                 PartitionKey::new(0, "s", 0), Arc::from("t"), 0, 1 << 20,
-                FetchSettings::default(), ProduceSettings { retry_backoff_ms: 0, ..ProduceSettings::default() },
+                FetchSettings::default(), ProduceSettings { backoff: crate::shard::BackoffSettings { retry_ms: 0, ..Default::default() }, ..ProduceSettings::default() },
             );
             p.needs_source_leader = false;
             p.needs_target_leader = false;
-            p.set_producer(1, 0);
+            p.set_producer(ProducerIdentity { id: 1, epoch: 0 });
             let mut rs = BytesMut::new();
             for i in 0..n {
                 let b = BatchBuilder::new(Compression::None)
@@ -1376,7 +1972,8 @@ mod sim {
             let budget = Rc::new(Cell::new(0));
             let t = FrameTicket::new(1, &budget);
             let mut st = ShardStats::default();
-            p.handle_fetch(Fetched { high_watermark: 2 * n as i64, last_stable_offset: 2 * n as i64, records: Some(rs.freeze()), ..Fetched::default() }, &t, &mut st).unwrap();
+            p.fetch_started();
+            p.handle_fetch(Fetched { high_watermark: 2 * n as i64, last_stable_offset: 2 * n as i64, records: Some(rs.freeze()), ..Fetched::default() }, &t, now0(), &mut st).unwrap();
             let mut broker = Broker::default();
             // Requests on the wire, in order: (seq, first, last).
             let mut wire: VecDeque<(i32, i32, i32)> = VecDeque::new();

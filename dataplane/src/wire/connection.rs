@@ -25,7 +25,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use rustls::pki_types::ServerName;
 
 use super::WireError;
-use super::config::SaslConfig;
+use super::config::{SaslConfig, Secret};
 use super::frame::{FrameBuilder, FrameDecoder, Segments};
 use super::sasl::SaslClient;
 use super::versions::{ApiVersions, api_name, client_range};
@@ -51,6 +51,8 @@ pub struct ConnectionParams {
     pub sasl: Option<SaslConfig>,
     /// A fresh SCRAM nonce (see [`super::sasl::fresh_nonce`]); unused otherwise.
     pub scram_nonce: String,
+    /// The token OAUTHBEARER sends (the driver builds or fetches it); unused otherwise.
+    pub bearer_token: Option<Secret>,
     pub max_response_bytes: usize,
 }
 
@@ -131,8 +133,13 @@ pub struct Connection {
     sasl_config: Option<SaslConfig>,
     sasl: Option<SaslClient>,
     scram_nonce: String,
+    bearer_token: Option<Secret>,
     /// `session_lifetime_ms` from the last SaslAuthenticate response (0 = none).
     session_lifetime_ms: i64,
+    /// Responses delivered since the connection became ready: a close before the first one
+    /// is part of setting the connection up (a SASL listener hangs up on the first request of
+    /// a client that skipped authentication), a close after it is the broker going away.
+    responses_since_ready: u64,
     events: VecDeque<Event>,
 }
 
@@ -177,7 +184,9 @@ impl Connection {
             sasl_config: params.sasl,
             sasl: None,
             scram_nonce: params.scram_nonce,
+            bearer_token: params.bearer_token,
             session_lifetime_ms: 0,
+            responses_since_ready: 0,
             events: VecDeque::new(),
         };
         if conn.tls.is_some() {
@@ -273,8 +282,18 @@ impl Connection {
                 self.in_flight.len(),
                 self.session_lifetime_ms
             ),
+            Phase::Ready
+                if !self.in_flight.is_empty()
+                    && self.responses_since_ready == 0
+                    && self.sasl_config.is_none() =>
+            {
+                format!(
+                    "closed by the broker at the first request of a new connection, {} request(s) unanswered (does the listener expect SASL? check security.protocol)",
+                    self.in_flight.len()
+                )
+            }
             Phase::Ready if !self.in_flight.is_empty() => format!(
-                "closed by the broker with {} request(s) unanswered (does the listener expect SASL? check security.protocol)",
+                "closed by the broker with {} request(s) unanswered",
                 self.in_flight.len()
             ),
             _ => "closed by the broker".to_string(),
@@ -479,7 +498,10 @@ impl Connection {
             };
             let response = self.match_response(frame)?;
             match self.phase {
-                Phase::Ready => self.events.push_back(Event::Response(response)),
+                Phase::Ready => {
+                    self.responses_since_ready += 1;
+                    self.events.push_back(Event::Response(response));
+                }
                 Phase::ApiVersions { version } => self.on_api_versions(response, version)?,
                 Phase::SaslHandshake => self.on_sasl_handshake(response)?,
                 Phase::SaslAuthenticate => self.on_sasl_authenticate(response)?,
@@ -571,8 +593,18 @@ impl Connection {
                 let version = self.negotiate::<SaslHandshakeRequest>()?;
                 let req = SaslHandshakeRequest::default()
                     .with_mechanism(StrBytes::from_static_str(cfg.mechanism.name()));
+                let client = SaslClient::new(
+                    &cfg,
+                    std::mem::take(&mut self.scram_nonce),
+                    self.bearer_token.take().as_ref(),
+                )
+                .map_err(|e| WireError::Authentication {
+                    broker: self.broker.clone(),
+                    mechanism: cfg.mechanism.name().to_string(),
+                    message: e.to_string(),
+                })?;
                 self.queue_request(&req, version)?;
-                self.sasl = Some(SaslClient::new(&cfg, std::mem::take(&mut self.scram_nonce)));
+                self.sasl = Some(client);
                 Ok(())
             }
         }
@@ -637,11 +669,14 @@ impl Connection {
             .map_or("", |c| c.mechanism.name())
             .to_string();
         if decoded.error_code != 0 {
-            let detail = decoded
+            let mut detail = decoded
                 .error_message
                 .as_ref()
                 .map(|m| m.to_string())
                 .unwrap_or_else(|| format!("error code {}", decoded.error_code));
+            if let Some(said) = self.sasl.as_ref().and_then(SaslClient::server_error) {
+                detail = format!("{detail}; the broker said {said}");
+            }
             return Err(WireError::Authentication {
                 broker: self.broker.clone(),
                 mechanism,
@@ -699,7 +734,7 @@ fn resp_key_sasl() -> i16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::config::{SaslMechanism, Secret};
+    use crate::wire::config::SaslMechanism;
     use bytes::BufMut;
     use kafka_protocol::messages::api_versions_response::ApiVersion;
     use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
@@ -770,6 +805,7 @@ mod tests {
             tls: None,
             sasl,
             scram_nonce: "nonce".into(),
+            bearer_token: None,
             max_response_bytes: 1 << 20,
         }
     }
@@ -858,11 +894,7 @@ mod tests {
     /// A PLAIN connection for `alice` with `password`, driven through ApiVersions and the SASL
     /// handshake; returns it with the broker and its SaslAuthenticate request, to be answered.
     fn up_to_sasl_authenticate(password: &str) -> (Connection, FakeBroker, (RequestHeader, Bytes)) {
-        let sasl = SaslConfig {
-            mechanism: SaslMechanism::Plain,
-            username: "alice".into(),
-            password: Secret::new(password),
-        };
+        let sasl = SaslConfig::password(SaslMechanism::Plain, "alice", Secret::new(password));
         let mut conn = Connection::new(params(Some(sasl))).unwrap();
         let mut broker = FakeBroker::new();
         let reqs = broker.requests(conn.poll_transmit().unwrap());
@@ -976,6 +1008,48 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    /// The SASL hint only where it can be right: the first request of a plaintext connection.
+    #[test]
+    fn the_sasl_hint_is_given_only_when_a_new_connection_closes_at_once() {
+        let ready = || {
+            let mut conn = Connection::new(params(None)).unwrap();
+            let mut broker = FakeBroker::new();
+            let reqs = broker.requests(conn.poll_transmit().unwrap());
+            let resp = respond(reqs[0].0.correlation_id, 0, &versions_response(), 4);
+            deliver(&mut conn, &resp, 64).unwrap();
+            assert!(matches!(conn.poll_event(), Some(Event::Ready)));
+            (conn, broker)
+        };
+        // A SASL listener closes the connection at our first request.
+        let (mut conn, _) = ready();
+        conn.send(&MetadataRequest::default(), 12).unwrap();
+        let text = conn.handle_eof().to_string();
+        assert!(text.contains("does the listener expect SASL"), "{text}");
+
+        // A broker shutting down after answering: no hint.
+        let (mut conn, mut broker) = ready();
+        let a = conn.send(&MetadataRequest::default(), 12).unwrap();
+        broker.requests(conn.poll_transmit().unwrap());
+        let hv = MetadataResponse::header_version(12);
+        deliver(
+            &mut conn,
+            &respond(a, hv, &MetadataResponse::default(), 12),
+            64,
+        )
+        .unwrap();
+        conn.send(&MetadataRequest::default(), 12).unwrap();
+        let text = conn.handle_eof().to_string();
+        assert!(text.contains("1 request(s) unanswered"), "{text}");
+        assert!(!text.contains("SASL"), "{text}");
+
+        // Nothing in flight: just closed.
+        let (mut conn, _) = ready();
+        assert_eq!(
+            conn.handle_eof().to_string(),
+            "connection to broker 127.0.0.1:9092 closed: closed by the broker"
+        );
     }
 
     #[test]

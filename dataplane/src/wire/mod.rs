@@ -1,19 +1,26 @@
 //! A sans-IO Kafka client connection: framing, correlation ids, ApiVersions negotiation, TLS
-//! (rustls) and SASL (PLAIN, SCRAM-SHA-256/512). Nothing here owns a socket or reads a clock;
-//! the drivers in [`crate::io`] move the bytes.
+//! (rustls, with Java and PEM stores) and SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER), and the
+//! small HTTP of OAuth token endpoints. Nothing here owns a socket or reads a clock; the drivers
+//! in [`crate::io`] move the bytes.
 #![forbid(unsafe_code)]
+#![deny(clippy::disallowed_methods)]
 
 pub mod config;
 pub mod connection;
 pub mod frame;
+pub mod http;
+pub mod keystore;
+pub mod oauth;
+pub mod private_key;
 pub mod produce;
 pub mod sasl;
 pub mod tls;
 pub mod versions;
 
 pub use config::{
-    ConnConfig, KeyStore, SaslConfig, SaslMechanism, Secret, SecurityProtocol, TlsConfig,
-    TrustStore,
+    ClaimValue, ClientCredentials, ConnConfig, KeyStore, OAuthLogin, SaslConfig, SaslCredentials,
+    SaslMechanism, Secret, SecurityProtocol, TlsConfig, TlsVersions, TokenRefresh, TrustStore,
+    UnsecuredLogin,
 };
 pub use connection::{Connection, ConnectionParams, Event, Response};
 pub use frame::{FrameBuilder, Segments};

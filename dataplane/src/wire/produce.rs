@@ -44,6 +44,16 @@ pub struct TopicBatches {
     pub partitions: Vec<PartitionBatch>,
 }
 
+/// Why a Produce request could not be encoded. Neither is retriable: the same request would
+/// fail the same way.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    #[error("Produce v{version} is outside {MIN_VERSION}..={MAX_VERSION}")]
+    UnsupportedVersion { version: i16 },
+    #[error("{len} bytes do not fit a Kafka length field")]
+    TooLong { len: usize },
+}
+
 /// Writes a Produce request body (after the request header) into `fb`.
 pub fn encode_produce_body(
     fb: &mut FrameBuilder,
@@ -52,11 +62,9 @@ pub fn encode_produce_body(
     acks: i16,
     timeout_ms: i32,
     topics: &[TopicBatches],
-) -> Result<(), String> {
+) -> Result<(), EncodeError> {
     if !(MIN_VERSION..=MAX_VERSION).contains(&version) {
-        return Err(format!(
-            "Produce v{version} is outside {MIN_VERSION}..={MAX_VERSION}"
-        ));
+        return Err(EncodeError::UnsupportedVersion { version });
     }
     let flexible = version >= FIRST_FLEXIBLE;
     let b = fb.small();
@@ -92,11 +100,15 @@ pub fn encode_produce_body(
     Ok(())
 }
 
-fn too_long(len: usize) -> String {
-    format!("{len} bytes do not fit a Kafka length field")
+fn too_long(len: usize) -> EncodeError {
+    EncodeError::TooLong { len }
 }
 
-fn put_nullable_string(b: &mut BytesMut, s: Option<&str>, flexible: bool) -> Result<(), String> {
+fn put_nullable_string(
+    b: &mut BytesMut,
+    s: Option<&str>,
+    flexible: bool,
+) -> Result<(), EncodeError> {
     match s {
         None if flexible => b.put_u8(0),
         None => b.put_i16(-1),
@@ -105,7 +117,7 @@ fn put_nullable_string(b: &mut BytesMut, s: Option<&str>, flexible: bool) -> Res
     Ok(())
 }
 
-fn put_string(b: &mut BytesMut, s: &str, flexible: bool) -> Result<(), String> {
+fn put_string(b: &mut BytesMut, s: &str, flexible: bool) -> Result<(), EncodeError> {
     if flexible {
         put_unsigned_varint(
             b,
@@ -118,7 +130,7 @@ fn put_string(b: &mut BytesMut, s: &str, flexible: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn put_array_len(b: &mut BytesMut, n: usize, flexible: bool) -> Result<(), String> {
+fn put_array_len(b: &mut BytesMut, n: usize, flexible: bool) -> Result<(), EncodeError> {
     if flexible {
         put_unsigned_varint(b, u32::try_from(n + 1).map_err(|_| too_long(n))?);
     } else {

@@ -1,6 +1,7 @@
-//! SASL client mechanisms as sans-IO state machines: PLAIN (RFC 4616) and SCRAM-SHA-256/512
-//! (RFC 5802, RFC 7677). They turn server messages into client messages; the connection carries
-//! them in SaslAuthenticate requests.
+//! SASL client mechanisms as sans-IO state machines: PLAIN (RFC 4616), SCRAM-SHA-256/512
+//! (RFC 5802, RFC 7677) and OAUTHBEARER (RFC 7628, as Kafka's `OAuthBearerSaslClient`). They
+//! turn server messages into client messages; the connection carries them in SaslAuthenticate
+//! requests.
 //!
 //! Kafka's Java side applies no SASLprep: names and passwords are plain UTF-8, and the username
 //! is escaped only for `=` and `,` (`ScramFormatter`). We do the same, so credentials that work
@@ -11,7 +12,8 @@ use base64::engine::general_purpose::STANDARD as B64;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256, Sha512};
 
-use super::config::{SaslConfig, SaslMechanism};
+use super::config::{OAuthLogin, SaslConfig, SaslCredentials, SaslMechanism, Secret};
+use super::oauth;
 
 /// Iteration bounds Kafka's `ScramMechanism` accepts. A server asking for more is refused, so a
 /// hostile server cannot make us burn CPU in PBKDF2.
@@ -34,6 +36,13 @@ pub enum SaslError {
     BadServerSignature,
     #[error("the server sent a message after authentication completed")]
     Unexpected,
+    #[error("{mechanism} needs {needs}, which the configuration does not give")]
+    Credentials {
+        mechanism: &'static str,
+        needs: &'static str,
+    },
+    #[error("the broker refused the OAuth token: {0}")]
+    TokenRefused(String),
 }
 
 /// One client-side SASL exchange.
@@ -44,38 +53,72 @@ pub enum SaslClient {
         done: bool,
     },
     Scram(ScramClient),
+    OAuthBearer(OAuthBearerClient),
 }
 
 impl SaslClient {
     /// `nonce` must be fresh, unpredictable printable ASCII without `,` (only SCRAM uses it);
-    /// see [`fresh_nonce`].
-    pub fn new(cfg: &SaslConfig, nonce: String) -> Self {
-        match cfg.mechanism {
-            SaslMechanism::Plain => {
+    /// see [`fresh_nonce`]. `bearer_token` is the token OAUTHBEARER sends (the driver obtains
+    /// it: building or fetching a token is IO and reads the clock).
+    pub fn new(
+        cfg: &SaslConfig,
+        nonce: String,
+        bearer_token: Option<&Secret>,
+    ) -> Result<Self, SaslError> {
+        let mechanism = cfg.mechanism.name();
+        match (&cfg.credentials, cfg.mechanism) {
+            (SaslCredentials::Password { username, password }, SaslMechanism::Plain) => {
                 // authzid (empty) NUL authcid NUL password
-                let mut m =
-                    Vec::with_capacity(cfg.username.len() + cfg.password.expose().len() + 2);
+                let mut m = Vec::with_capacity(username.len() + password.expose().len() + 2);
                 m.push(0);
-                m.extend_from_slice(cfg.username.as_bytes());
+                m.extend_from_slice(username.as_bytes());
                 m.push(0);
-                m.extend_from_slice(cfg.password.expose().as_bytes());
-                SaslClient::Plain {
+                m.extend_from_slice(password.expose().as_bytes());
+                Ok(SaslClient::Plain {
                     message: Some(m),
                     done: false,
-                }
+                })
             }
-            SaslMechanism::ScramSha256 => SaslClient::Scram(ScramClient::new(
-                ScramHash::Sha256,
-                &cfg.username,
-                cfg.password.expose(),
-                nonce,
-            )),
-            SaslMechanism::ScramSha512 => SaslClient::Scram(ScramClient::new(
-                ScramHash::Sha512,
-                &cfg.username,
-                cfg.password.expose(),
-                nonce,
-            )),
+            (SaslCredentials::Password { username, password }, SaslMechanism::ScramSha256) => {
+                Ok(SaslClient::Scram(ScramClient::new(
+                    ScramHash::Sha256,
+                    username,
+                    password.expose(),
+                    nonce,
+                )))
+            }
+            (SaslCredentials::Password { username, password }, SaslMechanism::ScramSha512) => {
+                Ok(SaslClient::Scram(ScramClient::new(
+                    ScramHash::Sha512,
+                    username,
+                    password.expose(),
+                    nonce,
+                )))
+            }
+            (SaslCredentials::OAuthBearer(login), SaslMechanism::OAuthBearer) => {
+                let token = bearer_token.ok_or(SaslError::Credentials {
+                    mechanism,
+                    needs: "a bearer token",
+                })?;
+                let extensions = match login {
+                    OAuthLogin::Unsecured(u) => &u.extensions,
+                    OAuthLogin::ClientCredentials(c) => &c.extensions,
+                };
+                Ok(SaslClient::OAuthBearer(OAuthBearerClient {
+                    first: Some(oauth::client_initial_response(token, extensions)),
+                    state: OAuthState::SentFirst,
+                }))
+            }
+            (SaslCredentials::Password { .. }, SaslMechanism::OAuthBearer) => {
+                Err(SaslError::Credentials {
+                    mechanism,
+                    needs: "an OAuth login module",
+                })
+            }
+            (SaslCredentials::OAuthBearer(_), _) => Err(SaslError::Credentials {
+                mechanism,
+                needs: "a username and password",
+            }),
         }
     }
 
@@ -84,6 +127,7 @@ impl SaslClient {
         match self {
             SaslClient::Plain { message, .. } => message.take().unwrap_or_default(),
             SaslClient::Scram(s) => s.client_first(),
+            SaslClient::OAuthBearer(o) => o.first.take().unwrap_or_default(),
         }
     }
 
@@ -99,6 +143,7 @@ impl SaslClient {
                 Ok(None)
             }
             SaslClient::Scram(s) => s.step(server),
+            SaslClient::OAuthBearer(o) => o.step(server),
         }
     }
 
@@ -106,6 +151,61 @@ impl SaslClient {
         match self {
             SaslClient::Plain { done, .. } => *done,
             SaslClient::Scram(s) => matches!(s.state, ScramState::Done),
+            SaslClient::OAuthBearer(o) => matches!(o.state, OAuthState::Done),
+        }
+    }
+
+    /// What the server said when it refused the exchange, if it said more than its error code
+    /// (OAUTHBEARER's JSON error, RFC 7628 §3.2.2). Holds no credentials.
+    pub fn server_error(&self) -> Option<&str> {
+        match self {
+            SaslClient::OAuthBearer(OAuthBearerClient {
+                state: OAuthState::SentAfterError { server_error },
+                ..
+            }) => Some(server_error),
+            _ => None,
+        }
+    }
+}
+
+/// The OAUTHBEARER exchange (RFC 7628 §3.2): the client initial response carries the token; an
+/// empty server response is success; a non-empty one is a JSON error, which the client
+/// acknowledges with a single `%x01` so the server can fail the exchange.
+#[derive(Debug)]
+pub struct OAuthBearerClient {
+    first: Option<Vec<u8>>,
+    state: OAuthState,
+}
+
+#[derive(Debug)]
+enum OAuthState {
+    SentFirst,
+    SentAfterError { server_error: String },
+    Done,
+}
+
+/// Longest server error kept for messages.
+const MAX_SERVER_ERROR_CHARS: usize = 300;
+
+impl OAuthBearerClient {
+    fn step(&mut self, server: &[u8]) -> Result<Option<Vec<u8>>, SaslError> {
+        match &self.state {
+            OAuthState::SentFirst if server.is_empty() => {
+                self.state = OAuthState::Done;
+                Ok(None)
+            }
+            OAuthState::SentFirst => {
+                let server_error: String = String::from_utf8_lossy(server)
+                    .chars()
+                    .take(MAX_SERVER_ERROR_CHARS)
+                    .collect();
+                self.state = OAuthState::SentAfterError { server_error };
+                Ok(Some(vec![0x01]))
+            }
+            OAuthState::SentAfterError { server_error } => {
+                Err(SaslError::TokenRefused(server_error.clone()))
+            }
+            OAuthState::Done => Err(SaslError::Unexpected),
         }
     }
 }
@@ -314,7 +414,7 @@ fn attr(msg: &str, key: char) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::config::Secret;
+    use crate::wire::config::UnsecuredLogin;
     use proptest::prelude::*;
 
     /// RFC 7677 §3: the SCRAM-SHA-256 example exchange.
@@ -387,17 +487,56 @@ mod tests {
 
     #[test]
     fn plain_message_layout() {
-        let cfg = SaslConfig {
-            mechanism: SaslMechanism::Plain,
-            username: "alice".into(),
-            password: Secret::new("alice-secret"),
-        };
-        let mut c = SaslClient::new(&cfg, String::new());
+        let cfg = SaslConfig::password(SaslMechanism::Plain, "alice", Secret::new("alice-secret"));
+        let mut c = SaslClient::new(&cfg, String::new(), None).unwrap();
         assert_eq!(c.start(), b"\0alice\0alice-secret");
         assert!(!c.is_complete());
         assert_eq!(c.step(b""), Ok(None));
         assert!(c.is_complete());
         assert_eq!(c.step(b""), Err(SaslError::Unexpected));
+    }
+
+    fn oauth_config() -> SaslConfig {
+        SaslConfig {
+            mechanism: SaslMechanism::OAuthBearer,
+            credentials: SaslCredentials::OAuthBearer(OAuthLogin::Unsecured(UnsecuredLogin {
+                principal_claim_name: "sub".into(),
+                lifetime_seconds: 3600,
+                claims: Vec::new(),
+                extensions: vec![("traceId".into(), "abc".into())],
+            })),
+        }
+    }
+
+    #[test]
+    fn oauthbearer_success_and_refusal() {
+        let token = Secret::new("eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.");
+        let mut c = SaslClient::new(&oauth_config(), String::new(), Some(&token)).unwrap();
+        assert_eq!(
+            c.start(),
+            b"n,,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.\x01traceId=abc\x01\x01"
+        );
+        assert_eq!(c.step(b""), Ok(None));
+        assert!(c.is_complete());
+
+        let mut c = SaslClient::new(&oauth_config(), String::new(), Some(&token)).unwrap();
+        c.start();
+        let refusal = br#"{"status":"invalid_token"}"#;
+        assert_eq!(c.step(refusal), Ok(Some(vec![0x01])));
+        assert!(!c.is_complete());
+        assert_eq!(c.server_error(), Some(r#"{"status":"invalid_token"}"#));
+        assert!(matches!(c.step(b"x"), Err(SaslError::TokenRefused(_))));
+    }
+
+    #[test]
+    fn mechanisms_need_matching_credentials() {
+        let err = SaslClient::new(&oauth_config(), String::new(), None).unwrap_err();
+        assert!(err.to_string().contains("bearer token"), "{err}");
+        let mut wrong = SaslConfig::password(SaslMechanism::OAuthBearer, "u", Secret::new("p"));
+        assert!(SaslClient::new(&wrong, String::new(), None).is_err());
+        wrong = oauth_config();
+        wrong.mechanism = SaslMechanism::Plain;
+        assert!(SaslClient::new(&wrong, String::new(), None).is_err());
     }
 
     #[test]

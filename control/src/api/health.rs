@@ -1,0 +1,192 @@
+//! `/health/live` and `/health/ready`, decided from the published snapshot and its age (pure:
+//! the handlers pass the snapshot, its age and the wall time in).
+//!
+//! - Live: the control loop published a snapshot within [`STALE_AFTER`] (it turns every 20 ms
+//!   and publishes about once a second, between duties that each have a 2 s deadline).
+//! - Ready: live, and every flow's partitions are running: none `FAILED`, and none stuck
+//!   (lag without progress, see `PartitionStatus::stuck_since_ms`) for longer than
+//!   `strait.health.stall.timeout.ms`. Partitions an operator paused or stopped do not count.
+//!   A partition whose target does not answer has lag and makes no progress, so it turns
+//!   strait not ready after the timeout, with the shard's reason (`target_unreachable`...).
+//!
+//! `/health` is an alias of `/health/ready`.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::status::{ApiState, Status};
+
+/// A snapshot older than this means the control loop is stuck.
+pub const STALE_AFTER: Duration = Duration::from_secs(30);
+
+/// A partition that keeps strait from being ready.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct NotReadyPartition {
+    pub flow: String,
+    pub topic: String,
+    pub partition: i32,
+    /// `failed`, or the stall reason (`target_unreachable`, ...; `no_progress` when the shard
+    /// reported none).
+    pub reason: String,
+    /// The error or the stall's last error.
+    pub detail: Option<String>,
+    /// Since when (ms since the epoch).
+    pub since_ms: i64,
+    pub lag: i64,
+}
+
+/// The answer of a health endpoint.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Health {
+    /// `ok`, `starting`, `stalled` (the control loop), or `not_ready`.
+    pub status: &'static str,
+    /// Age of the snapshot this is decided from, ms (absent before the first).
+    pub snapshot_age_ms: Option<u64>,
+    /// Why not ready, in words.
+    pub reasons: Vec<String>,
+    /// At most [`MAX_LISTED`] of the partitions that keep strait from being ready.
+    pub partitions: Vec<NotReadyPartition>,
+}
+
+/// Partitions listed at most in a health answer (the count is in `reasons`).
+pub const MAX_LISTED: usize = 20;
+
+impl Health {
+    pub fn is_ok(&self) -> bool {
+        self.status == "ok"
+    }
+}
+
+/// Liveness from the snapshot's age (`None`: nothing published yet).
+pub fn live(age: Option<Duration>) -> Health {
+    let (status, reasons) = match age {
+        None => ("starting", vec!["no status published yet".to_string()]),
+        Some(a) if a >= STALE_AFTER => (
+            "stalled",
+            vec![format!(
+                "the control loop published nothing for {} s",
+                a.as_secs()
+            )],
+        ),
+        Some(_) => ("ok", Vec::new()),
+    };
+    Health {
+        status,
+        snapshot_age_ms: age.map(|a| a.as_millis() as u64),
+        reasons,
+        partitions: Vec::new(),
+    }
+}
+
+/// Readiness of `status`, published `age` ago, at `now_ms` (ms since the epoch).
+pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
+    let mut h = live(age);
+    if !h.is_ok() {
+        return h;
+    }
+    let timeout_ms = i64::try_from(status.settings.stall_timeout_ms).unwrap_or(i64::MAX);
+    let mut bad = Vec::new();
+    for f in &status.flows {
+        for p in &f.partitions {
+            let entry = |reason: String, detail: Option<String>, since_ms: i64| NotReadyPartition {
+                flow: f.name.clone(),
+                topic: p.topic.clone(),
+                partition: p.partition,
+                reason,
+                detail,
+                since_ms,
+                lag: p.lag,
+            };
+            if p.api_state == ApiState::Failed {
+                bad.push(entry("failed".into(), p.error.clone(), p.since_ms));
+            } else if p.api_state == ApiState::Running
+                && let Some(since) = p.stuck_since_ms
+                && now_ms.saturating_sub(since) > timeout_ms
+            {
+                let (reason, detail) = p.stall.as_ref().map_or(("no_progress".into(), None), |s| {
+                    (s.reason.clone(), Some(s.detail.clone()))
+                });
+                bad.push(entry(reason, detail, since));
+            }
+        }
+    }
+    if bad.is_empty() {
+        return h;
+    }
+    let failed = bad.iter().filter(|b| b.reason == "failed").count();
+    if failed > 0 {
+        h.reasons.push(format!("{failed} partition(s) failed"));
+    }
+    if bad.len() > failed {
+        h.reasons.push(format!(
+            "{} partition(s) with lag made no progress for more than strait.health.stall.timeout.ms = {timeout_ms} ms",
+            bad.len() - failed
+        ));
+    }
+    bad.truncate(MAX_LISTED);
+    h.status = "not_ready";
+    h.partitions = bad;
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::status::{StallStatus, sample};
+
+    const NOW: i64 = 1_700_000_100_000;
+
+    fn running() -> Status {
+        let mut s = sample();
+        let p = &mut s.flows[0].partitions[0];
+        p.api_state = ApiState::Running;
+        p.state = "replicating".into();
+        p.error = None;
+        s
+    }
+
+    #[test]
+    fn liveness_follows_the_snapshot_age() {
+        assert_eq!(live(None).status, "starting");
+        assert!(live(Some(Duration::from_secs(1))).is_ok());
+        assert_eq!(live(Some(STALE_AFTER)).status, "stalled");
+    }
+
+    #[test]
+    fn a_failed_partition_is_not_ready() {
+        let h = ready(&sample(), Some(Duration::from_secs(1)), NOW);
+        assert_eq!(h.status, "not_ready");
+        assert_eq!(h.partitions[0].reason, "failed");
+        assert_eq!(h.partitions[0].detail.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn a_partition_stuck_past_the_timeout_is_not_ready_and_says_why() {
+        let mut s = running();
+        let age = Some(Duration::from_secs(1));
+        assert!(ready(&s, age, NOW).is_ok());
+        let timeout = s.settings.stall_timeout_ms as i64;
+        let p = &mut s.flows[0].partitions[0];
+        p.stuck_since_ms = Some(NOW - timeout + 1_000);
+        p.stall = Some(StallStatus {
+            reason: "target_unreachable".into(),
+            detail: "broker 1: connection refused".into(),
+            since_ms: NOW - timeout + 1_000,
+        });
+        assert!(ready(&s, age, NOW).is_ok(), "not yet past the timeout");
+        let h = ready(&s, age, NOW + 2_000);
+        assert_eq!(h.status, "not_ready");
+        assert_eq!(h.partitions[0].reason, "target_unreachable");
+        assert!(h.reasons[0].contains("no progress"), "{:?}", h.reasons);
+        // Paused by an operator: not counted.
+        s.flows[0].partitions[0].api_state = ApiState::Paused;
+        assert!(ready(&s, age, NOW + 2_000).is_ok());
+    }
+
+    #[test]
+    fn a_stale_snapshot_is_neither_live_nor_ready() {
+        let h = ready(&running(), Some(STALE_AFTER + Duration::from_secs(1)), NOW);
+        assert_eq!(h.status, "stalled");
+    }
+}

@@ -1,0 +1,13 @@
+//! The CLI commands besides `run` (the binary parses arguments and maps results to exit codes):
+//!
+//! - [`migrate`]: `strait offsets import-mm2` and `export-mm2`.
+//! - [`translate`]: `strait offsets translate`.
+//! - [`ctl`]: `strait ctl`, the REST API's client.
+//! - [`preflight`]: `strait check --connect`, the permissions each flow needs on its clusters.
+//!
+//! `strait check` is [`crate::config::check()`]: it is the config's own report.
+
+pub mod ctl;
+pub mod migrate;
+pub mod preflight;
+pub mod translate;

@@ -1,0 +1,1293 @@
+//! Offset translation at run time: the IO side of [`crate::offsets`] for `strait run` and
+//! `strait offsets translate`.
+//!
+//! One [`OffsetsRuntime`] per flow, owned by the control loop:
+//! - [`OffsetsRuntime::on_segments`] takes the shards' exact mapping segments (from
+//!   `ShardEvent::Report` and `ShardEvent::Revoked`): they extend the per-partition
+//!   [`OffsetMapping`](crate::offsets::OffsetMapping) and drive MM2's offset-sync cadence ([`OffsetSyncWriter`]);
+//! - [`OffsetsRuntime::on_progress`] takes each partition's acknowledged end (every source
+//!   record below it is replicated), which makes translation exact up to that end even where it
+//!   ends in records strait never copies (transaction markers, aborted records);
+//! - [`OffsetsRuntime::tick`] runs the periodic duties: offset syncs to
+//!   `mm2-offset-syncs.<alias>.internal` (MM2's cadence, at most
+//!   [`OffsetsSettings::max_outstanding_syncs`] in flight), the latest sync of every partition
+//!   every `offset.flush.interval.ms`, the source group list every
+//!   `refresh.groups.interval.seconds`, checkpoints every `emit.checkpoints.interval.seconds`,
+//!   and group-offset sync every `sync.group.offsets.interval.seconds`;
+//! - [`OffsetsRuntime::finish`] on the way out publishes the latest sync of every partition and,
+//!   with `--until-caught-up`, runs one last round of group refresh, checkpoints and group sync.
+//!
+//! # Start and restart
+//!
+//! [`OffsetsRuntime::start`] does what MM2's checkpoint task does at start, in its order: it
+//! creates the checkpoints topic (`<source>.checkpoints.internal` on the target, one partition,
+//! compacted) and loads the last checkpoint of every selected group from it; then it creates the
+//! offset-syncs topic (placed by `offset-syncs.topic.location`) and reads it whole into MM2's
+//! [`OffsetSyncStore`](crate::offsets::OffsetSyncStore) (keeping full history only when the checkpoints could be read, as
+//! KAFKA-15905 does). So a restarted instance translates from the offset syncs at once, before
+//! it has replicated anything.
+//!
+//! strait's progress adds one exact pair per partition: on shutdown strait publishes the last
+//! sync of every partition, and when that sync's downstream offset is the last record of the
+//! target partition and the stored progress is past its upstream offset, every upstream offset
+//! from the sync up to the progress maps exactly to the target's end (no record in between was
+//! replicated: it would sit after the sync downstream). See [`seed_from_progress`].
+//!
+//! # Bounds
+//!
+//! - Mapping: at most [`crate::offsets::mapping::DEFAULT_MAX_SEGMENTS`] runs per partition,
+//!   32 KiB worst case, for the partitions this instance replicates; one `i64` of acknowledged
+//!   end per partition.
+//! - Offset syncs: one writer state and at most one pending and one delayed sync per partition;
+//!   at most `max_outstanding_syncs` (MM2's 10) sent and not completed; the sync store holds at
+//!   most [`crate::offsets::sync_store::DEFAULT_MAX_PARTITIONS`] partitions of 64 syncs.
+//! - Groups: at most [`DEFAULT_MAX_GROUPS`] per flow (the rest are left out with a warning);
+//!   checkpoint entries at most [`crate::offsets::checkpoint::DEFAULT_MAX_CHECKPOINT_ENTRIES`].
+//! - Every admin call retries a bounded number of times, and every periodic round is cut off
+//!   after `admin.timeout.ms`.
+//!
+//! The control thread runs these rounds inline: they are small (one request per group and a
+//! produce or two), and the shards never wait on the control thread.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use strait_dataplane::batch::Record;
+use strait_dataplane::io::{ConnSetup, IoBackend};
+use strait_dataplane::shard::MappingSegment;
+use strait_dataplane::wire::WireError;
+
+use crate::cluster::{Cluster, ClusterError, IsolationLevel, ListedGroup, OffsetSpec, RetryConfig};
+use crate::config::{ClientConfig, FlowConfig, OffsetSyncsLocation};
+use crate::model::TopicPartition;
+use crate::model::counters::{OffsetsCounters, bump};
+use crate::offsets::{
+    Checkpoint, CheckpointSkip, CheckpointStore, CommittedOffset, GroupSyncAction, GroupSyncReport,
+    OffsetSyncWriter, Precision, Segment, StoredSync, SyncWriterConfig, TargetGroupState,
+    Translator, plan_group_sync, restart_seed,
+};
+use crate::store::checkpoints::load_checkpoints;
+use crate::store::offset_syncs::load_syncs;
+use crate::store::topics::ensure_internal_topic;
+use crate::store::{progress, records};
+
+/// Default bound on the consumer groups one flow checkpoints. Each costs one OffsetFetch per
+/// checkpoint round and per group refresh.
+pub const DEFAULT_MAX_GROUPS: usize = 10_000;
+
+/// How long offset-sync sends pause after a failed one.
+pub const SYNC_FAILURE_PAUSE: Duration = Duration::from_secs(5);
+
+/// Records per produce request to an internal topic.
+const MAX_RECORDS_PER_PRODUCE: usize = 500;
+
+/// Bytes of keys and values per produce request, well under the default `max.message.bytes`.
+const MAX_BYTES_PER_PRODUCE: usize = 512 * 1024;
+
+/// Errors of the offsets runtime and the `offsets translate` command.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OffsetsError {
+    /// A cluster call failed; `what` says what strait was doing.
+    #[error("flow {flow}: {what}: {source}")]
+    Cluster {
+        flow: String,
+        what: String,
+        #[source]
+        source: Box<ClusterError>,
+    },
+    /// A round did not finish within `admin.timeout.ms`.
+    #[error("flow {flow}: {what} did not finish within admin.timeout.ms = {timeout_ms} ms")]
+    Timeout {
+        flow: String,
+        what: &'static str,
+        timeout_ms: u64,
+    },
+    /// The connection settings of a client are unusable (e.g. an unreadable trust store).
+    #[error("flow {flow}: client {role}: {error}")]
+    Client {
+        flow: String,
+        role: &'static str,
+        /// In the message, so not a `#[source]` (the CLI prints error chains).
+        error: WireError,
+    },
+    /// `--flow` names no flow of the config, or none was given and the choice is ambiguous.
+    #[error("{0}")]
+    NoSuchFlow(String),
+}
+
+/// The offsets duties' settings of one flow, from its MM2 configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetsSettings {
+    /// `emit.offset-syncs.enabled` (default true).
+    pub emit_offset_syncs: bool,
+    /// `offset.lag.max` (default 100).
+    pub offset_lag_max: i64,
+    /// The worker's `offset.flush.interval.ms` (default 60 000): the latest sync of every
+    /// partition is published at this cadence.
+    pub offset_flush_interval: Duration,
+    /// `emit.checkpoints.enabled` (default true).
+    pub emit_checkpoints: bool,
+    /// `emit.checkpoints.interval.seconds` (default 60).
+    pub emit_checkpoints_interval: Duration,
+    /// `refresh.groups.enabled` (default true).
+    pub refresh_groups: bool,
+    /// `refresh.groups.interval.seconds` (strait's default 10; MM2's 600).
+    pub refresh_groups_interval: Duration,
+    /// `sync.group.offsets.enabled` (default false).
+    pub sync_group_offsets: bool,
+    /// `sync.group.offsets.interval.seconds` (default 60).
+    pub sync_group_offsets_interval: Duration,
+    /// `admin.timeout.ms` (default 60 000): the longest one round may take.
+    pub admin_timeout: Duration,
+    /// Groups per flow; default [`DEFAULT_MAX_GROUPS`].
+    pub max_groups: usize,
+    /// Offset syncs sent and not completed; MM2's `MAX_OUTSTANDING_OFFSET_SYNCS` (10).
+    pub max_outstanding_syncs: usize,
+}
+
+impl OffsetsSettings {
+    /// The settings of `flow`.
+    pub fn from_flow(flow: &FlowConfig) -> Self {
+        let secs = |s: u64| Duration::from_secs(s.max(1));
+        Self {
+            emit_offset_syncs: flow.emit_offset_syncs_enabled.value,
+            offset_lag_max: i64::try_from(flow.offset_lag_max.value).unwrap_or(i64::MAX),
+            offset_flush_interval: Duration::from_millis(
+                flow.offset_flush_interval_ms.value.max(1),
+            ),
+            emit_checkpoints: flow.emit_checkpoints_enabled.value,
+            emit_checkpoints_interval: secs(flow.emit_checkpoints_interval_seconds.value),
+            refresh_groups: flow.refresh_groups_enabled.value,
+            refresh_groups_interval: secs(flow.refresh_groups_interval_seconds.value),
+            sync_group_offsets: flow.sync_group_offsets_enabled.value,
+            sync_group_offsets_interval: secs(flow.sync_group_offsets_interval_seconds.value),
+            admin_timeout: Duration::from_millis(flow.admin_timeout_ms.value.max(1)),
+            max_groups: DEFAULT_MAX_GROUPS,
+            max_outstanding_syncs: crate::offsets::sync_writer::MAX_OUTSTANDING_OFFSET_SYNCS,
+        }
+    }
+}
+
+/// Seeds the exact end pair of each partition after a restart, from the last offset sync, the
+/// target partition's end offset and strait's stored progress.
+///
+/// For a source partition whose latest sync `(u, d)` has `d + 1` equal to the target
+/// partition's end offset, and whose stored progress `next` is past `u`: no source record in
+/// `u+1..next` was replicated (it would be after `d` on the target), so every upstream offset in
+/// `u+1..=next` resumes exactly at `d + 1`. Returns how many partitions were seeded.
+pub async fn seed_from_progress(
+    translator: &mut Translator,
+    flow: &FlowConfig,
+    target: &Cluster,
+    progress: &BTreeMap<TopicPartition, progress::Entry>,
+) -> usize {
+    let mut candidates: Vec<(TopicPartition, TopicPartition, StoredSync, i64)> = Vec::new();
+    // Only partitions this flow replicates: the progress topic also holds other topics' ends.
+    for (tp, entry) in progress
+        .iter()
+        .filter(|(tp, _)| flow.should_replicate_topic(&tp.topic))
+    {
+        let Some(latest) = translator.store().syncs_for(tp).map(|s| s[0]) else {
+            continue;
+        };
+        // Only ask the target about partitions that could qualify.
+        if restart_seed(
+            &latest,
+            entry.next_offset,
+            latest.downstream_offset.saturating_add(1),
+        )
+        .is_some()
+        {
+            let remote = TopicPartition::new(flow.remote_topic(&tp.topic), tp.partition);
+            candidates.push((tp.clone(), remote, latest, entry.next_offset));
+        }
+    }
+    if candidates.is_empty() {
+        return 0;
+    }
+    // Leave out remote topics the target does not have (one Metadata request, where ListOffsets
+    // would retry each as possibly stale metadata).
+    let names: BTreeSet<&str> = candidates.iter().map(|c| c.1.topic.as_str()).collect();
+    let names: Vec<&str> = names.into_iter().collect();
+    match target.refresh_metadata(Some(&names)).await {
+        Ok(md) => candidates.retain(|c| {
+            md.topics
+                .get(&c.1.topic)
+                .is_some_and(|t| t.partition(c.1.partition).is_some())
+        }),
+        Err(e) => {
+            tracing::debug!(error = %e, "no target metadata: translation starts from the offset syncs alone");
+            return 0;
+        }
+    }
+    let remotes: Vec<TopicPartition> = candidates.iter().map(|c| c.1.clone()).collect();
+    let ends = target
+        .list_offsets(
+            &remotes,
+            OffsetSpec::Latest,
+            IsolationLevel::ReadUncommitted,
+        )
+        .await;
+    let mut seeded = 0;
+    for (tp, remote, latest, next) in candidates {
+        let end = match ends.get(&remote) {
+            Some(Ok(end)) => end,
+            Some(Err(e)) => {
+                tracing::debug!(partition = %remote, error = %e, "no end offset: translation of {tp} starts from the offset syncs alone");
+                continue;
+            }
+            None => continue,
+        };
+        if let Some(segment) = restart_seed(&latest, next, *end)
+            && translator.append(&tp, segment).is_ok()
+        {
+            translator.set_acked_end(tp, next);
+            seeded += 1;
+        }
+    }
+    seeded
+}
+
+/// Builds an admin-style client for `client` (connections are opened on first use).
+pub(crate) fn cluster_for(
+    flow: &str,
+    role: &'static str,
+    client: &ClientConfig,
+) -> Result<Rc<Cluster>, OffsetsError> {
+    let setup = ConnSetup::new(client.conn.clone(), IoBackend::Epoll).map_err(|e| {
+        OffsetsError::Client {
+            flow: flow.to_string(),
+            role,
+            error: e,
+        }
+    })?;
+    let bootstrap = client
+        .bootstrap_servers
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    Ok(Rc::new(Cluster::new(
+        &client.cluster,
+        bootstrap,
+        setup,
+        RetryConfig::default(),
+    )))
+}
+
+/// Checkpoint records waiting to be written, with the previous checkpoints of their groups.
+#[derive(Default)]
+struct CheckpointBatch {
+    records: Vec<Record>,
+    bytes: usize,
+    /// Records translated exactly.
+    exact: usize,
+    groups: Vec<(String, Vec<Checkpoint>)>,
+    /// When the round that made them began, for `checkpoint-latency-ms`.
+    started: Option<Instant>,
+}
+
+/// What a checkpoint round did.
+#[derive(Debug, Default)]
+struct RoundCounts {
+    written: usize,
+    exact: usize,
+    failed_groups: usize,
+}
+
+/// The offset-syncs topic and the clients that use it.
+struct SyncsTopic {
+    name: String,
+    /// Alias of the cluster it lives on.
+    cluster: String,
+    producer: Rc<Cluster>,
+}
+
+/// The offsets rounds due at one instant ([`OffsetsRuntime::due`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetsDuties {
+    /// Publish the latest sync of every partition (`offset.flush.interval.ms`).
+    pub flush: bool,
+    /// List the source groups again (`refresh.groups.interval.seconds`).
+    pub refresh_groups: bool,
+    /// A checkpoint round (`emit.checkpoints.interval.seconds`).
+    pub checkpoints: bool,
+    /// A group-offset sync round (`sync.group.offsets.interval.seconds`).
+    pub group_sync: bool,
+}
+
+/// The offsets duties of one flow in `strait run`. See the [module docs](self).
+pub struct OffsetsRuntime {
+    flow: FlowConfig,
+    name: String,
+    settings: OffsetsSettings,
+    source: Rc<Cluster>,
+    target: Rc<Cluster>,
+    target_producer: Rc<Cluster>,
+    syncs: Option<SyncsTopic>,
+    checkpoints_topic: String,
+    translator: Translator,
+    writer: OffsetSyncWriter,
+    checkpoints: CheckpointStore,
+    groups: BTreeSet<String>,
+    next_flush: Instant,
+    next_refresh: Option<Instant>,
+    next_checkpoints: Option<Instant>,
+    next_group_sync: Option<Instant>,
+    /// The last logged group-sync report of each group, so that unchanged skips are not logged
+    /// every round.
+    last_reports: HashMap<String, String>,
+    mapping_errors: u64,
+    /// No offset-sync sends before this instant (after a failed send).
+    syncs_paused_until: Option<Instant>,
+    /// Whether the source's groups were probed for DESCRIBE after a refresh found none.
+    groups_probed: bool,
+    /// What the duties did, for `/metrics`.
+    counters: OffsetsCounters,
+    /// In a group: the partitions this member replicates (source names, and the remote names
+    /// of the same partitions); checkpoints and group-offset sync cover only those, where this
+    /// member has the exact mapping. `None`: every partition (a run alone).
+    owned: Option<(BTreeSet<TopicPartition>, BTreeSet<TopicPartition>)>,
+}
+
+impl fmt::Debug for OffsetsRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OffsetsRuntime")
+            .field("flow", &self.name)
+            .field("partitions", &self.translator.mapping().len())
+            .field("groups", &self.groups.len())
+            .finish()
+    }
+}
+
+impl OffsetsRuntime {
+    /// Creates the internal topics this flow needs, loads the checkpoints and the offset syncs,
+    /// seeds the exact end pairs from `progress`, and lists the source groups. `source` and
+    /// `target` are the flow's admin clients.
+    pub async fn start(
+        flow: &FlowConfig,
+        source: Rc<Cluster>,
+        target: Rc<Cluster>,
+        progress: &BTreeMap<TopicPartition, progress::Entry>,
+        now: Instant,
+    ) -> Result<Self, OffsetsError> {
+        let name = flow.name();
+        let settings = OffsetsSettings::from_flow(flow);
+        let c = &flow.clients;
+        let target_producer = cluster_for(&name, "target producer", &c.target_producer.client)?;
+        let target_consumer = cluster_for(&name, "target consumer", &c.target_consumer.client)?;
+        let checkpoints_topic = flow.checkpoints_topic();
+
+        let checkpoints =
+            load_checkpoint_store(flow, &target, &target_consumer, &checkpoints_topic).await?;
+        let mut translator = Translator::default();
+        let syncs = if settings.emit_offset_syncs {
+            Some(load_offset_syncs(flow, &checkpoints, &mut translator).await?)
+        } else {
+            None
+        };
+        translator.store_mut().mark_read_to_end();
+        let seeded = seed_from_progress(&mut translator, flow, &target, progress).await;
+        if seeded > 0 {
+            tracing::info!(flow = %name, partitions = seeded, "exact end offsets restored from the last offset syncs and stored progress");
+        }
+
+        let writer = OffsetSyncWriter::new(SyncWriterConfig {
+            offset_lag_max: settings.offset_lag_max,
+            max_outstanding: settings.max_outstanding_syncs,
+        });
+        let checkpointing = settings.emit_checkpoints;
+        let mut rt = Self {
+            name,
+            source,
+            target,
+            target_producer,
+            syncs,
+            checkpoints_topic,
+            translator,
+            writer,
+            checkpoints,
+            groups: BTreeSet::new(),
+            next_flush: now + settings.offset_flush_interval,
+            next_refresh: (checkpointing && settings.refresh_groups)
+                .then(|| now + settings.refresh_groups_interval),
+            next_checkpoints: checkpointing.then(|| now + settings.emit_checkpoints_interval),
+            next_group_sync: (checkpointing && settings.sync_group_offsets)
+                .then(|| now + settings.sync_group_offsets_interval),
+            last_reports: HashMap::new(),
+            mapping_errors: 0,
+            syncs_paused_until: None,
+            groups_probed: false,
+            counters: OffsetsCounters::default(),
+            owned: None,
+            flow: flow.clone(),
+            settings,
+        };
+        if checkpointing {
+            rt.refresh_groups_logged().await;
+        }
+        Ok(rt)
+    }
+
+    /// Takes the duty settings of `flow` (a configuration reload) at `now`: intervals,
+    /// `offset.lag.max`, groups and their filter, `admin.timeout.ms`. The translation state,
+    /// the checkpoints and the offset-syncs topic stay (a change of those restarts the flow).
+    /// A group refresh is due at once, so that a new group filter applies now.
+    pub fn reconfigure(&mut self, flow: &FlowConfig, now: Instant) {
+        let s = OffsetsSettings {
+            emit_offset_syncs: self.settings.emit_offset_syncs,
+            max_groups: self.settings.max_groups,
+            max_outstanding_syncs: self.settings.max_outstanding_syncs,
+            ..OffsetsSettings::from_flow(flow)
+        };
+        self.writer.set_offset_lag_max(s.offset_lag_max);
+        self.next_flush = now + s.offset_flush_interval;
+        let checkpointing = s.emit_checkpoints;
+        self.next_refresh = (checkpointing && s.refresh_groups).then_some(now);
+        self.next_checkpoints = checkpointing.then(|| now + s.emit_checkpoints_interval);
+        self.next_group_sync =
+            (checkpointing && s.sync_group_offsets).then(|| now + s.sync_group_offsets_interval);
+        self.flow = flow.clone();
+        self.settings = s;
+    }
+
+    /// The flow's translation state.
+    pub fn translator(&self) -> &Translator {
+        &self.translator
+    }
+
+    /// The groups being checkpointed.
+    pub fn groups(&self) -> &BTreeSet<String> {
+        &self.groups
+    }
+
+    /// The last emitted checkpoints.
+    /// What the offsets duties did so far (for `/metrics`).
+    pub fn counters(&self) -> &OffsetsCounters {
+        &self.counters
+    }
+
+    pub fn checkpoints(&self) -> &CheckpointStore {
+        &self.checkpoints
+    }
+
+    /// New exact mapping segments of source partition `topic`-`partition`, oldest first.
+    pub fn on_segments(&mut self, topic: &str, partition: i32, segments: &[MappingSegment]) {
+        if segments.is_empty() {
+            return;
+        }
+        let tp = TopicPartition::new(topic, partition);
+        for s in segments {
+            let segment = Segment::new(s.upstream, s.downstream, i64::from(s.count));
+            if let Err(e) = self.translator.append(&tp, segment) {
+                self.mapping_error(&e.to_string());
+                continue;
+            }
+            if self.syncs.is_some()
+                && let Err(e) = self.writer.on_segment(&tp, segment)
+            {
+                self.mapping_error(&e.to_string());
+            }
+        }
+    }
+
+    fn mapping_error(&mut self, e: &str) {
+        // A shard bug, not an outside input; say it once in a while, not per batch.
+        self.mapping_errors += 1;
+        if self.mapping_errors.is_power_of_two() {
+            tracing::error!(flow = %self.name, count = self.mapping_errors, "ignored invalid mapping segment: {e}");
+        }
+    }
+
+    /// The acknowledged end of a source partition (the shard's `next_offset`), reported after
+    /// the segments it covers.
+    pub fn on_progress(&mut self, topic: &str, partition: i32, next_offset: i64) {
+        let tp = TopicPartition::new(topic, partition);
+        self.translator.set_acked_end(tp, next_offset);
+    }
+
+    /// Group hook: checkpoints and group-offset sync only for these partitions, given by their
+    /// source and by their remote names (`None`: every partition).
+    pub fn set_owned_partitions(
+        &mut self,
+        owned: Option<(BTreeSet<TopicPartition>, BTreeSet<TopicPartition>)>,
+    ) {
+        self.owned = owned;
+    }
+
+    fn owns_source(&self, tp: &TopicPartition) -> bool {
+        self.owned.as_ref().is_none_or(|(s, _)| s.contains(tp))
+    }
+
+    fn owns_remote(&self, tp: &TopicPartition) -> bool {
+        self.owned.as_ref().is_none_or(|(_, r)| r.contains(tp))
+    }
+
+    /// Forgets a source partition (its topic was deleted or recreated).
+    pub fn forget_partition(&mut self, tp: &TopicPartition) {
+        self.translator.forget(tp);
+        self.writer.remove_partition(tp);
+    }
+
+    /// Which rounds are due at `now`, each then scheduled for its next interval. Pure: the
+    /// control loop may decide now and run the rounds later.
+    pub fn due(&mut self, now: Instant) -> OffsetsDuties {
+        let flush = now >= self.next_flush;
+        if flush {
+            self.next_flush = now + self.settings.offset_flush_interval;
+        }
+        let due_at = |next: &mut Option<Instant>, interval: Duration| {
+            let due = next.is_some_and(|t| now >= t);
+            if due {
+                *next = Some(now + interval);
+            }
+            due
+        };
+        OffsetsDuties {
+            flush,
+            refresh_groups: due_at(
+                &mut self.next_refresh,
+                self.settings.refresh_groups_interval,
+            ),
+            checkpoints: due_at(
+                &mut self.next_checkpoints,
+                self.settings.emit_checkpoints_interval,
+            ),
+            group_sync: due_at(
+                &mut self.next_group_sync,
+                self.settings.sync_group_offsets_interval,
+            ),
+        }
+    }
+
+    /// Runs what is due at `now`; `wall_ms` stamps the records written. The offset syncs the
+    /// writer has ready are sent at every tick.
+    pub async fn tick(&mut self, now: Instant, wall_ms: i64) {
+        let due = self.due(now);
+        self.send_syncs(now, wall_ms).await;
+        if due.flush {
+            self.writer.on_flush_interval();
+            self.send_syncs(now, wall_ms).await;
+        }
+        if due.refresh_groups {
+            self.refresh_groups_logged().await;
+        }
+        if due.checkpoints {
+            self.checkpoints_logged(wall_ms).await;
+        }
+        if due.group_sync {
+            self.group_sync_logged().await;
+        }
+    }
+
+    /// On the way out, after the shards' final reports: publishes the latest offset sync of
+    /// every partition (so that a restart translates from the very end) and, when `final_round`
+    /// (`--until-caught-up`), refreshes the groups and runs one more round of checkpoints and
+    /// group sync.
+    pub async fn finish(&mut self, final_round: bool, wall_ms: i64) {
+        if self.syncs.is_some() {
+            self.writer.on_flush_interval();
+            self.syncs_paused_until = None;
+            let deadline = Instant::now() + self.settings.admin_timeout;
+            while self.writer.outstanding() > 0 || self.writer.pending_len() > 0 {
+                let now = Instant::now();
+                if now >= deadline || !self.send_syncs(now, wall_ms).await {
+                    tracing::warn!(flow = %self.name, pending = self.writer.pending_len(), "gave up publishing the last offset syncs");
+                    break;
+                }
+                // When nothing was ready (a sync still delayed), send_syncs returned without
+                // awaiting: yield, so that this loop never spins past the caller's deadline.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        if final_round && self.settings.emit_checkpoints {
+            self.refresh_groups_logged().await;
+            self.checkpoints_logged(wall_ms).await;
+            if self.settings.sync_group_offsets {
+                self.group_sync_logged().await;
+            }
+        }
+    }
+
+    /// Produces the syncs the writer has made ready (at most `max_outstanding_syncs`), in one
+    /// request. MM2 only logs a failed send; so does strait, and then pauses sending for
+    /// [`SYNC_FAILURE_PAUSE`] so that an unreachable cluster does not hold up the control loop
+    /// at every tick (meanwhile the writer keeps at most one pending sync per partition).
+    /// Returns false when a send failed.
+    async fn send_syncs(&mut self, now: Instant, wall_ms: i64) -> bool {
+        let Some(syncs) = &self.syncs else {
+            return true;
+        };
+        if self.syncs_paused_until.is_some_and(|t| now < t) {
+            return true;
+        }
+        let ready = self.writer.take_ready();
+        if ready.is_empty() {
+            return true;
+        }
+        let mut records = Vec::with_capacity(ready.len());
+        for s in &ready {
+            match s.encode_key() {
+                Ok(key) => records.push(Record::new(
+                    wall_ms,
+                    Some(Bytes::from(key)),
+                    Some(Bytes::copy_from_slice(&s.encode_value())),
+                )),
+                Err(e) => tracing::error!(flow = %self.name, "cannot encode an offset sync: {e}"),
+            }
+        }
+        let sent = tokio::time::timeout(
+            self.settings.admin_timeout,
+            records::produce(&syncs.producer, &syncs.name, 0, &records),
+        )
+        .await;
+        let ok = matches!(sent, Ok(Ok(_)));
+        self.syncs_paused_until = (!ok).then_some(now + SYNC_FAILURE_PAUSE);
+        if ok {
+            self.counters.offset_syncs_written += ready.len() as u64;
+        } else {
+            self.counters.offset_sync_errors += 1;
+        }
+        match sent {
+            Ok(Ok(_)) => {
+                for s in &ready {
+                    // MM2's checkpoint task reads its own syncs back from the topic.
+                    if let Err(e) = self.translator.store_mut().handle_sync(s) {
+                        tracing::warn!(flow = %self.name, "offset sync not kept for translation: {e}");
+                    }
+                }
+                tracing::debug!(flow = %self.name, count = ready.len(), topic = %syncs.name, "offset syncs written");
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(flow = %self.name, topic = %syncs.name, count = ready.len(), error = %e, "cannot write offset syncs")
+            }
+            Err(_) => tracing::warn!(
+                flow = %self.name,
+                topic = %syncs.name,
+                count = ready.len(),
+                "writing offset syncs timed out (admin.timeout.ms)"
+            ),
+        }
+        for _ in &ready {
+            // Cannot fail: each handed-out sync holds exactly one permit.
+            let _ = self.writer.on_send_complete();
+        }
+        self.writer.fire_pending();
+        ok
+    }
+
+    async fn with_timeout<T>(
+        &self,
+        what: &'static str,
+        fut: impl Future<Output = Result<T, OffsetsError>>,
+    ) -> Result<T, OffsetsError> {
+        tokio::time::timeout(self.settings.admin_timeout, fut)
+            .await
+            .unwrap_or_else(|_| {
+                Err(OffsetsError::Timeout {
+                    flow: self.name.clone(),
+                    what,
+                    timeout_ms: self.settings.admin_timeout.as_millis() as u64,
+                })
+            })
+    }
+
+    async fn refresh_groups_logged(&mut self) {
+        let found = self
+            .with_timeout(
+                "group refresh",
+                find_groups(&self.flow, &self.source, self.settings.max_groups),
+            )
+            .await;
+        match found {
+            Ok(groups) => {
+                let added: Vec<&String> = groups.difference(&self.groups).collect();
+                let removed: Vec<String> = self.groups.difference(&groups).cloned().collect();
+                if !added.is_empty() || !removed.is_empty() {
+                    tracing::info!(flow = %self.name, groups = groups.len(), added = ?added, removed = ?removed, "consumer groups to checkpoint");
+                }
+                for g in &removed {
+                    self.checkpoints.remove_group(g);
+                    self.last_reports.remove(g);
+                }
+                self.groups = groups;
+                if self.groups.is_empty() && !self.groups_probed {
+                    self.groups_probed = true;
+                    self.probe_group_access().await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!("cannot refresh the consumer groups; keeping the last list: {e}")
+            }
+        }
+    }
+
+    /// No group was found: a principal without DESCRIBE on the source's groups sees none
+    /// (ListGroups leaves them out), so ask once for a group the filter names and say so
+    /// clearly. Replication goes on either way.
+    async fn probe_group_access(&self) {
+        let group = probe_group(&self.flow);
+        let probe = tokio::time::timeout(
+            self.settings.admin_timeout,
+            self.source.group_operations(&group),
+        );
+        // Only a refusal is news here; other answers (old brokers, timeouts) say nothing
+        // about permissions.
+        if let Ok(Err(e)) = probe.await
+            && e.is(kafka_protocol::ResponseError::GroupAuthorizationFailed)
+        {
+            tracing::error!(flow = %self.name, "no consumer group is visible, so checkpoints and group offset sync have nothing to do (replication goes on): cannot describe group {group} of {}: {e}", self.flow.source);
+        }
+    }
+
+    async fn checkpoints_logged(&mut self, wall_ms: i64) {
+        let timeout = self.settings.admin_timeout;
+        self.counters.checkpoint_rounds += 1;
+        let round = tokio::time::timeout(timeout, self.checkpoint_round(wall_ms)).await;
+        match &round {
+            Ok(c) => self.counters.checkpoint_errors += c.failed_groups as u64,
+            Err(_) => self.counters.checkpoint_errors += 1,
+        }
+        match round {
+            Ok(c) if c.failed_groups == 0 => {
+                if c.written > 0 {
+                    tracing::info!(
+                        flow = %self.name,
+                        emitted = c.written,
+                        exact = c.exact,
+                        approximate = c.written - c.exact,
+                        topic = %self.checkpoints_topic,
+                        "checkpoints written"
+                    );
+                }
+            }
+            Ok(c) => tracing::warn!(
+                flow = %self.name,
+                emitted = c.written,
+                failed_groups = c.failed_groups,
+                "checkpoint round incomplete; the failed groups are retried next round"
+            ),
+            Err(_) => {
+                tracing::warn!(flow = %self.name, "checkpoint round did not finish within admin.timeout.ms")
+            }
+        }
+    }
+
+    /// One round of checkpoints over the selected groups.
+    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
+    async fn checkpoint_round(&mut self, wall_ms: i64) -> RoundCounts {
+        let mut counts = RoundCounts::default();
+        if !self.checkpoints.is_initialized() {
+            return counts;
+        }
+        let groups: Vec<String> = self.groups.iter().cloned().collect();
+        let mut batch = CheckpointBatch {
+            started: Some(Instant::now()),
+            ..CheckpointBatch::default()
+        };
+        for group in groups {
+            let committed = match self.source.offset_fetch(&group).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(flow = %self.name, group = %group, error = %e, "cannot fetch the group's committed offsets");
+                    counts.failed_groups += 1;
+                    continue;
+                }
+            };
+            let committed: Vec<(TopicPartition, Option<CommittedOffset>)> = committed
+                .into_iter()
+                .filter(|(tp, _)| self.owns_source(tp))
+                .map(|(tp, o)| {
+                    let offset = CommittedOffset {
+                        offset: o.offset,
+                        metadata: o.metadata,
+                    };
+                    (tp, Some(offset))
+                })
+                .collect();
+            let previous: Vec<Checkpoint> = self
+                .checkpoints
+                .get(&group)
+                .map(|g| g.values().cloned().collect())
+                .unwrap_or_default();
+            let translator = &self.translator;
+            let flow = &self.flow;
+            let outcome = self.checkpoints.checkpoints_for_group(
+                &group,
+                committed.iter().map(|(tp, o)| (tp, o)),
+                |tp, upstream| translator.translate(tp, upstream),
+                |topic| flow.topic_filter.should_replicate_topic(topic),
+                |topic| {
+                    flow.replication_policy
+                        .checkpoint_topic_name(topic, &flow.source, &flow.target)
+                },
+            );
+            for (tp, why) in &outcome.skipped {
+                if let Some(reason) = skip_reason(why) {
+                    bump(&mut self.counters.checkpoint_skips, reason);
+                }
+                if !matches!(why, CheckpointSkip::Repeated | CheckpointSkip::FilteredOut) {
+                    tracing::debug!(flow = %self.name, group = %group, partition = %tp, "no checkpoint: {why}");
+                }
+            }
+            if outcome.emitted.is_empty() {
+                continue;
+            }
+            for e in &outcome.emitted {
+                let cp = &e.checkpoint;
+                let (Ok(key), Ok(value)) = (cp.encode_key(), cp.encode_value()) else {
+                    tracing::error!(flow = %self.name, group = %group, "checkpoint too large to encode");
+                    continue;
+                };
+                tracing::debug!(
+                    flow = %self.name,
+                    group = %group,
+                    topic = %cp.topic,
+                    partition = cp.partition,
+                    upstream = cp.upstream_offset,
+                    downstream = cp.downstream_offset,
+                    precision = %e.translation.precision,
+                    "checkpoint"
+                );
+                batch.bytes += key.len() + value.len();
+                batch.exact += usize::from(e.translation.precision == Precision::Exact);
+                batch.records.push(Record::new(
+                    wall_ms,
+                    Some(Bytes::from(key)),
+                    Some(Bytes::from(value)),
+                ));
+            }
+            batch.groups.push((group, previous));
+            if batch.records.len() >= MAX_RECORDS_PER_PRODUCE
+                || batch.bytes >= MAX_BYTES_PER_PRODUCE
+            {
+                let started = batch.started;
+                self.write_checkpoints(std::mem::take(&mut batch), &mut counts)
+                    .await;
+                batch.started = started;
+            }
+        }
+        self.write_checkpoints(batch, &mut counts).await;
+        counts
+    }
+
+    /// Writes a batch of checkpoints to partition 0 of the checkpoints topic; on failure puts
+    /// the groups' previous checkpoints back into the store, so that the next round retries.
+    async fn write_checkpoints(&mut self, batch: CheckpointBatch, counts: &mut RoundCounts) {
+        if batch.records.is_empty() {
+            return;
+        }
+        match records::produce(
+            &self.target_producer,
+            &self.checkpoints_topic,
+            0,
+            &batch.records,
+        )
+        .await
+        {
+            Ok(_) => {
+                counts.written += batch.records.len();
+                counts.exact += batch.exact;
+                self.counters.checkpoints_written += batch.records.len() as u64;
+                if let Some(t) = batch.started {
+                    let ms = i64::try_from(t.elapsed().as_millis()).unwrap_or(i64::MAX);
+                    self.counters
+                        .checkpoint_latency
+                        .observe(ms, batch.records.len() as u64);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(flow = %self.name, topic = %self.checkpoints_topic, error = %e, "cannot write checkpoints");
+                for (group, previous) in &batch.groups {
+                    self.checkpoints.remove_group(group);
+                    for cp in previous {
+                        if let (Ok(k), Ok(v)) = (cp.encode_key(), cp.encode_value()) {
+                            let _ = self.checkpoints.load_record(&k, Some(&v), |_| true);
+                        }
+                    }
+                }
+                counts.failed_groups += batch.groups.len();
+            }
+        }
+    }
+
+    async fn group_sync_logged(&mut self) {
+        let timeout = self.settings.admin_timeout;
+        self.counters.group_sync_rounds += 1;
+        match tokio::time::timeout(timeout, self.group_sync_round()).await {
+            Ok(Ok(reports)) => {
+                for r in reports {
+                    count_group_sync(&mut self.counters, &r);
+                    let text = r.to_string();
+                    let changed = self.last_reports.get(&r.group) != Some(&text);
+                    if r.committed() > 0 || !r.failures.is_empty() {
+                        tracing::info!(flow = %self.name, "group offset sync: {text}");
+                    } else if changed {
+                        tracing::info!(flow = %self.name, "group offset sync: {text}");
+                    } else {
+                        tracing::debug!(flow = %self.name, "group offset sync: {text}");
+                    }
+                    self.last_reports.insert(r.group, text);
+                }
+            }
+            Ok(Err(e)) => {
+                self.counters.group_sync_errors += 1;
+                tracing::warn!("group offset sync failed: {e}")
+            }
+            Err(_) => {
+                self.counters.group_sync_errors += 1;
+                tracing::warn!(flow = %self.name, "group offset sync did not finish within admin.timeout.ms")
+            }
+        }
+    }
+
+    /// One round of group-offset sync over the groups with checkpoints.
+    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
+    async fn group_sync_round(&mut self) -> Result<Vec<GroupSyncReport>, OffsetsError> {
+        if !self.checkpoints.is_initialized() {
+            return Ok(Vec::new());
+        }
+        let (groups, unchecked): (Vec<String>, Vec<String>) = self
+            .groups
+            .iter()
+            .cloned()
+            .partition(|g| self.checkpoints.get(g).is_some_and(|c| !c.is_empty()));
+        for _ in &unchecked {
+            bump(&mut self.counters.groups_skipped, "no_checkpoint");
+        }
+        if groups.is_empty() {
+            return Ok(Vec::new());
+        }
+        let listed = self
+            .target
+            .list_groups()
+            .await
+            .map_err(|source| OffsetsError::Cluster {
+                flow: self.name.clone(),
+                what: format!("cannot list the groups of {}", self.flow.target),
+                source: Box::new(source),
+            })?;
+        let listed: HashMap<&str, &ListedGroup> =
+            listed.iter().map(|g| (g.group_id.as_str(), g)).collect();
+        let mut reports = Vec::with_capacity(groups.len());
+        for group in groups {
+            let state = match target_state(
+                &self.target,
+                &group,
+                listed.get(group.as_str()).copied(),
+            )
+            .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(flow = %self.name, group = %group, error = %e, "cannot read the target group's state; not syncing it");
+                    self.counters.group_sync_errors += 1;
+                    continue;
+                }
+            };
+            let mut target_offsets: HashMap<TopicPartition, Option<i64>> = HashMap::new();
+            if state.is_idle() {
+                match self.target.offset_fetch(&group).await {
+                    Ok(o) => {
+                        target_offsets.extend(o.into_iter().map(|(tp, c)| (tp, Some(c.offset))))
+                    }
+                    Err(e) => {
+                        tracing::warn!(flow = %self.name, group = %group, error = %e, "cannot fetch the target group's offsets; not syncing it");
+                        self.counters.group_sync_errors += 1;
+                        continue;
+                    }
+                }
+            }
+            let checkpoints = self.checkpoints.converted_offsets(&group);
+            let mut decisions = plan_group_sync(checkpoints, state, &target_offsets);
+            decisions.retain(|d| self.owns_remote(&d.tp));
+            let commits: BTreeMap<TopicPartition, crate::cluster::CommittedOffset> = decisions
+                .iter()
+                .filter_map(|d| match &d.action {
+                    GroupSyncAction::Commit {
+                        offset, metadata, ..
+                    } => Some((
+                        d.tp.clone(),
+                        crate::cluster::CommittedOffset {
+                            offset: *offset,
+                            metadata: metadata.clone(),
+                        },
+                    )),
+                    _ => None,
+                })
+                .collect();
+            let mut failures = Vec::new();
+            if !commits.is_empty() {
+                match self.target.offset_commit(&group, &commits).await {
+                    Ok(results) => {
+                        for tp in commits.keys() {
+                            match results.get(tp) {
+                                Some(Ok(())) => {}
+                                Some(Err(e)) => failures.push((tp.clone(), e.to_string())),
+                                None => failures
+                                    .push((tp.clone(), "not in the OffsetCommit response".into())),
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        failures.extend(commits.keys().map(|tp| (tp.clone(), e.to_string())));
+                    }
+                }
+            }
+            reports.push(GroupSyncReport {
+                group,
+                state,
+                decisions,
+                failures,
+            });
+        }
+        Ok(reports)
+    }
+}
+
+/// Creates the checkpoints topic and loads the last checkpoint of every selected group from it
+/// (MM2's checkpoint task at start); an empty, unloaded store when checkpoints are off.
+async fn load_checkpoint_store(
+    flow: &FlowConfig,
+    target: &Cluster,
+    target_consumer: &Cluster,
+    checkpoints_topic: &str,
+) -> Result<CheckpointStore, OffsetsError> {
+    let name = flow.name();
+    let mut checkpoints = CheckpointStore::default();
+    if flow.emit_checkpoints_enabled.value {
+        ensure_internal_topic(
+            target,
+            checkpoints_topic,
+            flow.checkpoints_topic_replication_factor.value,
+        )
+        .await
+        .map_err(|source| OffsetsError::Cluster {
+            flow: name.clone(),
+            what: format!("cannot create {checkpoints_topic} on {}", flow.target),
+            source: Box::new(source),
+        })?;
+        let (loaded, ok) = load_checkpoints(flow, target_consumer, &mut checkpoints).await;
+        tracing::info!(flow = %name, topic = %checkpoints_topic, loaded, "checkpoints loaded");
+        checkpoints.finish_load(ok);
+    } else {
+        checkpoints.finish_load(false);
+    }
+    Ok(checkpoints)
+}
+
+/// Creates the offset-syncs topic and reads it whole into `translator`'s sync store (keeping
+/// full history only when the checkpoints could be read, as KAFKA-15905 does).
+async fn load_offset_syncs(
+    flow: &FlowConfig,
+    checkpoints: &CheckpointStore,
+    translator: &mut Translator,
+) -> Result<SyncsTopic, OffsetsError> {
+    let name = flow.name();
+    let c = &flow.clients;
+    let (admin_client, consumer_client) = (
+        &c.offset_syncs_admin.client,
+        &c.offset_syncs_consumer.client,
+    );
+    let syncs_admin = cluster_for(&name, "offset-syncs admin", admin_client)?;
+    let syncs_consumer = cluster_for(&name, "offset-syncs consumer", consumer_client)?;
+    let producer = cluster_for(
+        &name,
+        "offset-syncs producer",
+        &c.offset_syncs_producer.client,
+    )?;
+    let topic = SyncsTopic {
+        name: flow.offset_syncs_topic(),
+        cluster: match flow.offset_syncs_topic_location.value {
+            OffsetSyncsLocation::Source => flow.source.clone(),
+            OffsetSyncsLocation::Target => flow.target.clone(),
+        },
+        producer,
+    };
+    ensure_internal_topic(
+        &syncs_admin,
+        &topic.name,
+        flow.offset_syncs_topic_replication_factor.value,
+    )
+    .await
+    .map_err(|source| OffsetsError::Cluster {
+        flow: name.clone(),
+        what: format!("cannot create {} on {}", topic.name, topic.cluster),
+        source: Box::new(source),
+    })?;
+    translator.store_mut().start(!checkpoints.load_succeeded());
+    match load_syncs(&syncs_consumer, &topic.name, translator.store_mut()).await {
+        Ok((records, bad)) => {
+            tracing::info!(
+                flow = %name,
+                topic = %topic.name,
+                cluster = %topic.cluster,
+                records,
+                partitions = translator.store().partition_count(),
+                "offset syncs loaded"
+            );
+            if bad > 0 {
+                tracing::warn!(flow = %name, topic = %topic.name, records = bad, "skipped undecodable offset-sync records");
+            }
+        }
+        Err(e) => tracing::error!(
+            flow = %name,
+            topic = %topic.name,
+            error = %e,
+            "cannot read the offset syncs: translation starts from strait's own mapping only"
+        ),
+    }
+    Ok(topic)
+}
+
+/// The state of `group` on the target: from ListGroups, or DescribeGroups when the broker did
+/// not say; absent when the target does not list it.
+pub(crate) async fn target_state(
+    target: &Cluster,
+    group: &str,
+    listed: Option<&ListedGroup>,
+) -> Result<TargetGroupState, ClusterError> {
+    match listed {
+        None => Ok(TargetGroupState::Absent),
+        Some(g) if !g.state.is_empty() => Ok(TargetGroupState::from_kafka_name(&g.state)),
+        Some(_) => {
+            let d = target.describe_groups(&[group.to_string()]).await?;
+            Ok(d.first().map_or(TargetGroupState::Unknown, |d| {
+                TargetGroupState::from_kafka_name(&d.state)
+            }))
+        }
+    }
+}
+
+/// The group name the group permissions are probed with: the literal start of the first
+/// `groups` pattern (a prefix ACL on it then answers), or a fixed name.
+pub fn probe_group(flow: &FlowConfig) -> String {
+    let first = flow.group_filter.0.include.elements.first();
+    let literal: String = first
+        .map(|p| {
+            p.chars()
+                .take_while(|c| !".*+?[](){}|\\^$".contains(*c))
+                .collect()
+        })
+        .unwrap_or_default();
+    if literal.is_empty() {
+        "strait-preflight-probe".to_string()
+    } else {
+        literal
+    }
+}
+
+/// MM2's group discovery (`findConsumerGroups`): the source's consumer groups that pass the
+/// group filter and have a committed offset on at least one topic the topic filter accepts.
+/// At most `max_groups`, by name.
+async fn find_groups(
+    flow: &FlowConfig,
+    source: &Cluster,
+    max_groups: usize,
+) -> Result<BTreeSet<String>, OffsetsError> {
+    let listed = source
+        .list_groups()
+        .await
+        .map_err(|e| OffsetsError::Cluster {
+            flow: flow.name(),
+            what: format!("cannot list the groups of {}", flow.source),
+            source: Box::new(e),
+        })?;
+    let mut out = BTreeSet::new();
+    for g in listed {
+        // Consumer groups only (classic "consumer", KIP-848, or offsets-only groups).
+        let consumer = g.protocol_type == "consumer" || g.protocol_type.is_empty();
+        if !consumer || !flow.group_filter.should_replicate_group(&g.group_id) {
+            continue;
+        }
+        let offsets = match source.offset_fetch(&g.group_id).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(flow = %flow.name(), group = %g.group_id, error = %e, "cannot fetch the group's committed offsets; leaving it out this time");
+                continue;
+            }
+        };
+        if !offsets
+            .keys()
+            .any(|tp| flow.topic_filter.should_replicate_topic(&tp.topic))
+        {
+            continue;
+        }
+        if out.len() >= max_groups {
+            tracing::warn!(flow = %flow.name(), max_groups, group = %g.group_id, "too many consumer groups: leaving out this one and the rest");
+            break;
+        }
+        out.insert(g.group_id);
+    }
+    Ok(out)
+}
+
+/// The `checkpoint_skips` reason of a partition without a checkpoint; `None` for the skips
+/// that are not worth counting (a repeated checkpoint, a topic the filter leaves out).
+fn skip_reason(why: &CheckpointSkip) -> Option<&'static str> {
+    Some(match why {
+        CheckpointSkip::FilteredOut | CheckpointSkip::Repeated => return None,
+        CheckpointSkip::NoCommittedOffset => "no_committed_offset",
+        CheckpointSkip::NotTranslatable => "no_mapping",
+        CheckpointSkip::BeforeHistory => "before_history",
+        CheckpointSkip::PreventingDownstreamRewind { .. } => "downstream_rewind",
+        CheckpointSkip::DuplicateTarget(_) => "duplicate_target",
+        CheckpointSkip::StoreFull => "store_full",
+    })
+}
+
+/// Counts one group's group-offset sync: synced when something was committed, else skipped
+/// by its first reason.
+fn count_group_sync(c: &mut OffsetsCounters, r: &GroupSyncReport) {
+    if r.committed() > 0 {
+        c.groups_synced += 1;
+        return;
+    }
+    let reason = if !r.failures.is_empty() {
+        "commit_failed"
+    } else if r
+        .decisions
+        .iter()
+        .any(|d| matches!(d.action, GroupSyncAction::SkipGroupActive { .. }))
+    {
+        "active_on_target"
+    } else if r
+        .decisions
+        .iter()
+        .any(|d| matches!(d.action, GroupSyncAction::SkipInvalidOffset { .. }))
+    {
+        "invalid_offset"
+    } else {
+        "not_newer"
+    };
+    bump(&mut c.groups_skipped, reason);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_follow_the_flow_config() {
+        let text = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n\
+                    offset.lag.max = 7\nemit.checkpoints.interval.seconds = 3\nsync.group.offsets.enabled = true\n";
+        let path = std::env::temp_dir().join(format!(
+            "strait-translate-settings-{}.properties",
+            std::process::id()
+        ));
+        std::fs::write(&path, text).unwrap();
+        let cfg = crate::config::load(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let s = OffsetsSettings::from_flow(cfg.flow("A", "B").unwrap());
+        assert_eq!(s.offset_lag_max, 7);
+        assert_eq!(s.emit_checkpoints_interval, Duration::from_secs(3));
+        assert!(s.sync_group_offsets);
+        assert!(s.emit_offset_syncs);
+        // strait's default: new groups within seconds, not MM2's ten minutes.
+        assert_eq!(s.refresh_groups_interval, Duration::from_secs(10));
+        assert_eq!(s.offset_flush_interval, Duration::from_millis(60_000));
+    }
+}

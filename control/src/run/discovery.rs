@@ -1,0 +1,79 @@
+//! Topic management's passes for the control loop and a reload: one flow's discovery (or the
+//! duties that are due), and the assignment of what it found to the shards.
+
+use std::time::Instant;
+
+use strait_dataplane::shard::{FlowId, ShardHandle};
+
+use super::assign::{Effect, Partitions, apply_topic_changes};
+use super::group::GroupLink;
+use super::{FlowRuntime, RunError, RunOptions};
+use crate::duties::topics::{FlowIo, TopicChange, TopicError};
+
+/// Runs a flow's topic management: the first discovery (`now = None`), or whatever is due.
+pub(super) async fn topic_duties(
+    flow: &mut FlowRuntime,
+    fid: FlowId,
+    opts: &RunOptions,
+    now: Option<Instant>,
+) -> Result<Vec<TopicChange>, TopicError> {
+    let FlowRuntime {
+        plan,
+        source,
+        target,
+        source_ep,
+        target_ep,
+        progress,
+        topics,
+        ..
+    } = flow;
+    let io = FlowIo {
+        fid,
+        plan,
+        source,
+        target,
+        source_ep,
+        target_ep,
+        progress,
+        reset_lost_positions: opts.reset_lost_positions,
+    };
+    match now {
+        None => topics.discover(&io).await,
+        Some(now) => Ok(topics.tick(&io, now).await),
+    }
+}
+
+/// Acts on topic management's findings ([`apply_topic_changes`]) and carries out its effects.
+/// In a group, only this member's partitions start.
+pub(super) fn assign(
+    changes: Vec<TopicChange>,
+    flows: &mut [FlowRuntime],
+    shards: &[ShardHandle],
+    parts: &mut Partitions,
+    opts: &RunOptions,
+    group: Option<&mut GroupLink>,
+) -> Result<(), RunError> {
+    let changes = match group {
+        Some(g) if !changes.is_empty() => {
+            let mine = g.filter(changes, flows);
+            g.note_units(flows, parts);
+            mine
+        }
+        _ => changes,
+    };
+    for effect in apply_topic_changes(changes, parts, shards.len(), opts.reset_lost_positions) {
+        match effect {
+            Effect::Send { shard, command } => shards[shard]
+                .commands
+                .send(command)
+                .map_err(|_| RunError::ShardGone { shard })?,
+            Effect::Reset { flow, tp, entry } => {
+                if let Some(f) = flows.get_mut(flow as usize) {
+                    f.lost_position_resets += 1;
+                    f.progress.update(&tp, entry);
+                }
+            }
+        }
+    }
+    Ok(())
+}

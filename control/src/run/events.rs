@@ -1,0 +1,240 @@
+//! What the control loop does with the shards' events: progress and mapping segments go to the
+//! partition table, the progress store and the offsets duty; a failed partition is stopped, or
+//! restarted from the earliest offset when its position was lost and the config says so.
+
+use std::collections::HashMap;
+
+use crossbeam_channel::{Receiver, TryRecvError};
+use strait_dataplane::shard::{
+    FailureKind, MappingSegment, PartitionKey, PartitionProgress, ShardCommand, ShardEvent,
+    ShardHandle, ShardStats,
+};
+
+use super::assign::Partitions;
+use super::{FlowRuntime, RunError, RunOptions};
+use crate::cluster::authz::{self, explain_rejected_produce};
+use crate::model::TopicPartition;
+use crate::store::progress;
+
+/// Applies every event the shards have sent so far.
+pub(super) async fn drain_events(
+    ev_rx: &Receiver<ShardEvent>,
+    flows: &mut [FlowRuntime],
+    parts: &mut Partitions,
+    stats: &mut HashMap<usize, ShardStats>,
+    shards: &[ShardHandle],
+    opts: &RunOptions,
+) -> Result<(), RunError> {
+    loop {
+        match ev_rx.try_recv() {
+            Ok(ev) => apply_event(ev, flows, parts, stats, shards, opts).await,
+            Err(TryRecvError::Empty) => return Ok(()),
+            Err(TryRecvError::Disconnected) => {
+                return Err(RunError::ShardsStopped);
+            }
+        }
+    }
+}
+
+/// Applies one shard event.
+pub(super) async fn apply_event(
+    ev: ShardEvent,
+    flows: &mut [FlowRuntime],
+    parts: &mut Partitions,
+    stats: &mut HashMap<usize, ShardStats>,
+    shards: &[ShardHandle],
+    opts: &RunOptions,
+) {
+    match ev {
+        ShardEvent::Report {
+            shard,
+            progress,
+            mappings,
+            stats: s,
+        } => {
+            stats.insert(shard, s);
+            apply_report(shard, progress, &mappings, flows, parts);
+        }
+        ShardEvent::PartitionFailed {
+            key,
+            kind,
+            error,
+            next_offset,
+            ..
+        } => {
+            let failure = Failure {
+                key,
+                kind,
+                error,
+                next_offset,
+            };
+            apply_failure(failure, flows, parts, shards, opts);
+        }
+        ShardEvent::Revoked {
+            key,
+            next_offset,
+            mappings,
+            ..
+        } => apply_revoked(&key, next_offset, &mappings, flows, parts),
+        ShardEvent::Stopped { .. } => {}
+    }
+}
+
+/// A shard's periodic report: mapping segments, acknowledged ends, positions and lag.
+fn apply_report(
+    shard: usize,
+    progress: Vec<PartitionProgress>,
+    mappings: &[(PartitionKey, Vec<MappingSegment>)],
+    flows: &mut [FlowRuntime],
+    parts: &mut Partitions,
+) {
+    // Offsets: the segments first, then the acknowledged ends they cover; only from the shard
+    // that holds (or last held) the partition, so that they arrive in order.
+    for (key, segments) in mappings {
+        if let Some(st) = parts.get(key).filter(|st| st.shard == shard)
+            && let Some(f) = flows.get_mut(st.flow as usize)
+        {
+            f.offsets.on_segments(&key.topic, key.partition, segments);
+        }
+    }
+    for (key, segments) in mappings {
+        if let Some(st) = parts.get_mut(key).filter(|st| st.shard == shard) {
+            st.records_copied += segments.iter().map(|s| u64::from(s.count)).sum::<u64>();
+        }
+    }
+    for p in &progress {
+        if let Some(st) = parts.get(&p.key).filter(|st| st.shard == shard)
+            && let Some(f) = flows.get_mut(st.flow as usize)
+        {
+            f.offsets
+                .on_progress(&p.key.topic, p.key.partition, p.next_offset);
+        }
+    }
+    let (now, wall_ms) = (std::time::Instant::now(), super::now_ms());
+    for p in progress {
+        if let Some(st) = parts.get_mut(&p.key).filter(|st| st.shard == shard) {
+            st.end_offset = p.end_offset;
+            if let Some(f) = flows.get_mut(st.flow as usize) {
+                f.observed.on_progress(shard, &p, now, wall_ms);
+            }
+        }
+        if let Some(st) = parts.get_mut(&p.key) {
+            st.next_offset = p.next_offset;
+            if let Some(f) = flows.get_mut(st.flow as usize) {
+                f.progress.update(
+                    &TopicPartition::new(&*p.key.topic, p.key.partition),
+                    progress::Entry {
+                        next_offset: p.next_offset,
+                        topic_id: st.topic_id,
+                        target_offset: p.target_next_offset,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// A partition its shard stopped (`ShardEvent::PartitionFailed`).
+struct Failure {
+    key: PartitionKey,
+    kind: FailureKind,
+    error: String,
+    /// Replicated up to here.
+    next_offset: i64,
+}
+
+/// A partition stopped in its shard: record why, or restart it from the log start when its
+/// position was lost and `strait.on.lost.position=earliest`.
+fn apply_failure(
+    failure: Failure,
+    flows: &mut [FlowRuntime],
+    parts: &mut Partitions,
+    shards: &[ShardHandle],
+    opts: &RunOptions,
+) {
+    let Failure {
+        key,
+        kind,
+        error,
+        next_offset,
+    } = failure;
+    let Some(st) = parts.get_mut(&key) else {
+        return;
+    };
+    st.next_offset = next_offset;
+    let error = match (&kind, flows.get(st.flow as usize)) {
+        (FailureKind::TargetRejected, Some(f)) => explain_rejected_produce(
+            error,
+            &(f.plan.remote_name)(&key.topic),
+            authz::principal(&f.plan.target_produce).as_deref(),
+            &f.plan.target,
+        ),
+        _ => error,
+    };
+    if let (
+        FailureKind::PositionLost {
+            log_start_offset, ..
+        },
+        true,
+    ) = (&kind, opts.reset_lost_positions)
+    {
+        if *log_start_offset >= 0 {
+            tracing::warn!(partition = %key, "{error}; RESTARTING FROM THE EARLIEST OFFSET {log_start_offset} (strait.on.lost.position=earliest)");
+            let _ = shards[st.shard]
+                .commands
+                .send(ShardCommand::Seek(key.clone(), *log_start_offset));
+            st.next_offset = *log_start_offset;
+            if let Some(f) = flows.get_mut(st.flow as usize) {
+                f.lost_position_resets += 1;
+            }
+            return;
+        }
+        // No log start: the partition is being deleted (and perhaps created again). Topic
+        // discovery restarts it when the topic is back, with its new id.
+        tracing::error!(partition = %key, "{error}; the source partition is being deleted: it restarts when topic discovery sees the topic again");
+        st.failed = Some(error);
+        return;
+    }
+    tracing::error!(partition = %key, "{error}");
+    st.failed = Some(error);
+}
+
+/// A revoked partition is drained: its final position and segments.
+fn apply_revoked(
+    key: &PartitionKey,
+    next_offset: i64,
+    mappings: &[MappingSegment],
+    flows: &mut [FlowRuntime],
+    parts: &mut Partitions,
+) {
+    // Only control revokes, and it marks the state unassigned when it does; an assigned state
+    // under the same key is a newer assignment, which this event must not touch.
+    if let Some(st) = parts.get_mut(key)
+        && !st.assigned
+    {
+        st.next_offset = next_offset;
+        st.released = true;
+        st.records_copied += mappings.iter().map(|s| u64::from(s.count)).sum::<u64>();
+        if let Some(f) = flows.get_mut(st.flow as usize) {
+            f.offsets.on_segments(&key.topic, key.partition, mappings);
+            f.offsets
+                .on_progress(&key.topic, key.partition, next_offset);
+            // The final position, so that whoever replicates the partition next resumes there.
+            // The target's end for it is not known here: recovery then trusts the position.
+            let tp = TopicPartition::new(&*key.topic, key.partition);
+            let target_offset = f
+                .progress
+                .get(&tp)
+                .filter(|e| e.next_offset == next_offset)
+                .map_or(-1, |e| e.target_offset);
+            f.progress.update(
+                &tp,
+                progress::Entry {
+                    next_offset,
+                    topic_id: st.topic_id,
+                    target_offset,
+                },
+            );
+        }
+    }
+}

@@ -1,0 +1,794 @@
+//! `strait run` as a member of a group of instances (`strait.group.id`).
+//!
+//! Two halves on the control thread, sharing one [`Shared`] cell:
+//! - the **agent**, a local task that runs the member's state machine
+//!   ([`crate::group::membership`]) against the coordinator with a client of its own (JoinGroup
+//!   blocks for a whole rebalance; the control plane's admin calls must not queue behind it).
+//!   As leader it computes every member's assignment ([`crate::group::assignment::lead`]).
+//! - the [`GroupLink`], called by the control loop every turn: it sends the shards only the
+//!   partitions this member owns. A revoked partition is revoked in its shard, its final progress
+//!   flushed, and only then released (with a rejoin, so that the leader can give it to another
+//!   member in the next generation). A newly assigned one has its stored progress read again
+//!   and is started by an immediate discovery, with crash recovery for the target's tail. When
+//!   the local session deadline passes (no successful heartbeat), every partition is revoked at
+//!   once and no progress is written until the member is assigned again.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use strait_dataplane::io::{ConnSetup, IoBackend};
+use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand, ShardHandle, ShardStats};
+use strait_dataplane::wire::ConnConfig;
+
+use super::assign::Partitions;
+use super::{FlowRuntime, RunError, now_ms};
+use crate::api::status::{GroupMemberStatus, GroupStatus, RebalanceStatus};
+use crate::cluster::group::GroupCall;
+use crate::cluster::{Cluster, RetryConfig};
+use crate::duties::topics::TopicChange;
+use crate::group::codec::{Assignment, MemberMetadata};
+use crate::group::membership::{Event, Membership, Request, Response, Timings};
+use crate::group::{Unit, assignment};
+use crate::model::TopicPartition;
+
+/// How often the agent looks at the control loop's requests while it waits.
+const AGENT_POLL: Duration = Duration::from_millis(20);
+/// How often the member's owned units and throughput are refreshed for its next join.
+const REPORT_INTERVAL: Duration = Duration::from_millis(500);
+/// The window over which throughput is measured.
+const THROUGHPUT_WINDOW: Duration = Duration::from_secs(10);
+/// How long shutdown waits for LeaveGroup.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The group settings of a run.
+#[derive(Debug, Clone)]
+pub struct GroupOptions {
+    /// `strait.group.id`.
+    pub group_id: String,
+    /// `strait.group.cluster`: the cluster whose coordinator runs the group.
+    pub cluster: String,
+    pub bootstrap: Vec<String>,
+    /// The coordination cluster's admin connection settings.
+    pub conn: ConnConfig,
+    pub timings: Timings,
+    /// The configuration digest and its per-key digests ([`crate::group::digest`]).
+    pub digest: u64,
+    pub keys: Vec<(String, u64)>,
+}
+
+/// A configuration's digest and its per-key digests ([`crate::group::digest::of_properties`]).
+pub type ConfigDigest = (u64, Vec<(String, u64)>);
+
+/// What the agent and the control loop share.
+#[derive(Debug, Default)]
+struct Shared {
+    /// The digest announced after a reload (else the one the run started with).
+    reloaded: Option<ConfigDigest>,
+    // Written by the control loop.
+    /// Every unit the leader may assign.
+    universe: BTreeSet<Unit>,
+    /// What this member holds (for its next JoinGroup).
+    owned: Vec<Unit>,
+    throughput: u64,
+    rejoin: Option<String>,
+    leave: bool,
+    // Written by the agent.
+    assigned_seq: u64,
+    assigned: BTreeSet<Unit>,
+    /// Incremented when the coordinator fenced this member.
+    fenced_seq: u64,
+    live_until: Option<Instant>,
+    fatal: Option<String>,
+    left: bool,
+    status: GroupStatus,
+    /// As leader: units the last assignment withheld because their holder must revoke them.
+    moving: usize,
+}
+
+type SharedCell = Rc<RefCell<Shared>>;
+
+/// The name of flow `fid` (`A->B`).
+fn flow_name(flows: &[FlowRuntime], fid: FlowId) -> String {
+    flows.get(fid as usize).map_or_else(String::new, |f| {
+        format!("{}->{}", f.plan.source, f.plan.target)
+    })
+}
+
+fn unit_of(flows: &[FlowRuntime], key: &PartitionKey) -> Unit {
+    Unit::partition(&flow_name(flows, key.flow), &key.topic, key.partition)
+}
+
+fn key_of(flows: &[FlowRuntime], unit: &Unit) -> Option<PartitionKey> {
+    let Unit::Partition {
+        flow,
+        topic,
+        partition,
+    } = unit
+    else {
+        return None;
+    };
+    let fid = flows
+        .iter()
+        .position(|f| format!("{}->{}", f.plan.source, f.plan.target) == *flow)?;
+    Some(PartitionKey::new(fid as FlowId, topic, *partition))
+}
+
+fn tp_of(key: &PartitionKey) -> TopicPartition {
+    TopicPartition::new(&*key.topic, key.partition)
+}
+
+/// Why the group does not agree to a configuration reload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this instance is one of {members} members of group {group}; a configuration change must \
+     reach every member: restart them one by one with the new file"
+)]
+pub struct ReloadRefused {
+    pub group: String,
+    pub members: usize,
+}
+
+/// The control loop's side of the group.
+pub struct GroupLink {
+    shared: SharedCell,
+    seen_assigned: u64,
+    seen_fenced: u64,
+    /// What this member may hold: its latest assignment (empty after a lapse or fencing).
+    target: BTreeSet<Unit>,
+    /// Revoked partitions their shard has not drained yet.
+    revoking: BTreeSet<PartitionKey>,
+    /// Rejoin once `revoking` is empty (the leader hands the revoked units over then).
+    rejoin_when_drained: bool,
+    /// Assigned partitions waiting for the discovery that starts them.
+    starting: BTreeSet<PartitionKey>,
+    /// The local session deadline passed or the coordinator fenced this member: no progress
+    /// writes until the next assignment.
+    lost: bool,
+    last_report: Option<Instant>,
+    /// Bytes produced and when, at the start of the throughput window.
+    window: (u64, Instant),
+    /// The agent's options and client until [`GroupLink::join`] starts it.
+    pending: Option<(GroupOptions, Cluster)>,
+}
+
+impl GroupLink {
+    /// Prepares the member; [`GroupLink::join`] starts the agent.
+    pub(super) fn start(opts: GroupOptions, now: Instant) -> Result<GroupLink, RunError> {
+        let mut conn = opts.conn.clone();
+        // JoinGroup is answered when the rebalance completes.
+        let rebalance_ms = opts.timings.rebalance_timeout.as_millis() as u64;
+        conn.request_timeout_ms = conn.request_timeout_ms.max(rebalance_ms + 5_000);
+        let setup = ConnSetup::new(conn, IoBackend::Epoll).map_err(|error| RunError::Client {
+            cluster: opts.cluster.clone(),
+            error,
+        })?;
+        let cluster = Cluster::new(
+            &opts.cluster,
+            opts.bootstrap.clone(),
+            setup,
+            RetryConfig::default(),
+        );
+        let shared = SharedCell::default();
+        {
+            let mut s = shared.borrow_mut();
+            s.universe.insert(Unit::Singleton);
+            s.status = GroupStatus {
+                group_id: opts.group_id.clone(),
+                cluster: opts.cluster.clone(),
+                state: "joining".into(),
+                generation: -1,
+                ..GroupStatus::default()
+            };
+        }
+        Ok(GroupLink {
+            shared,
+            seen_assigned: 0,
+            seen_fenced: 0,
+            target: BTreeSet::new(),
+            revoking: BTreeSet::new(),
+            rejoin_when_drained: false,
+            starting: BTreeSet::new(),
+            lost: false,
+            last_report: None,
+            window: (0, now),
+            pending: Some((opts, cluster)),
+        })
+    }
+
+    /// Starts the agent: joins the group (after the first discovery, so that a leader knows
+    /// every unit at its first assignment).
+    pub(super) fn join(&mut self) {
+        if let Some((opts, cluster)) = self.pending.take() {
+            tracing::info!(group = %opts.group_id, cluster = %opts.cluster, "joining the group");
+            tokio::task::spawn_local(agent(self.shared.clone(), opts, cluster));
+        }
+    }
+
+    /// Whether the member has its assignment and started all of it (`--until-caught-up`).
+    pub(super) fn settled(&self) -> bool {
+        self.seen_assigned > 0 && self.starting.is_empty() && self.revoking.is_empty()
+    }
+
+    /// Before the final progress is written at shutdown: a member that lost its membership
+    /// writes none.
+    pub(super) fn before_final_writes(
+        &self,
+        flows: &mut [FlowRuntime],
+        parts: &Partitions,
+        now: Instant,
+    ) {
+        if self.may_write(now) {
+            return;
+        }
+        for key in parts.keys() {
+            if let Some(f) = flows.get_mut(key.flow as usize) {
+                f.progress.discard(&tp_of(key));
+            }
+        }
+    }
+
+    /// Whether this member runs the singleton duties.
+    pub(super) fn singleton(&self) -> bool {
+        self.target.contains(&Unit::Singleton)
+    }
+
+    /// Whether this member may write progress now: it is assigned and within its local
+    /// session deadline.
+    pub(super) fn may_write(&self, now: Instant) -> bool {
+        !self.lost && self.shared.borrow().live_until.is_some_and(|t| now < t)
+    }
+
+    pub(super) fn status(&self) -> GroupStatus {
+        self.shared.borrow().status.clone()
+    }
+
+    /// The group hook of config reload: whether a changed configuration may be applied. A
+    /// member alone in its group may; with others, a change must be the same on every member
+    /// (they would otherwise replicate two configurations side by side), so the reload path
+    /// must refuse it with this error and let the operator roll the change out as a rolling
+    /// restart (each restarted member rejoins with its new digest; members whose digest
+    /// differs from the leader's are refused).
+    pub fn agree_to_reload(&self) -> Result<(), ReloadRefused> {
+        let s = self.shared.borrow();
+        match s.status.members.len() {
+            0 | 1 => Ok(()),
+            members => Err(ReloadRefused {
+                group: s.status.group_id.clone(),
+                members,
+            }),
+        }
+    }
+
+    /// After a reload applied alone: rejoin announcing the new configuration, so that members
+    /// started later with the old file are refused, and those with the new one admitted.
+    pub fn reloaded(&mut self, digest: ConfigDigest) {
+        let mut s = self.shared.borrow_mut();
+        s.reloaded = Some(digest);
+        s.rejoin = Some("configuration reloaded".to_string());
+    }
+
+    /// Keeps only the starts of partitions this member owns; the others stay known to topic
+    /// discovery (so their changes are still seen) but are not started.
+    pub(super) fn filter(
+        &mut self,
+        changes: Vec<TopicChange>,
+        flows: &[FlowRuntime],
+    ) -> Vec<TopicChange> {
+        changes
+            .into_iter()
+            .filter(|c| match c {
+                TopicChange::Start(np) => {
+                    self.starting.remove(&np.key);
+                    self.target.contains(&unit_of(flows, &np.key))
+                }
+                _ => true,
+            })
+            .collect()
+    }
+
+    /// Every unit the flows know, for the leader. A change on the leader starts a rebalance.
+    pub(super) fn note_units(&mut self, flows: &[FlowRuntime], parts: &Partitions) {
+        let mut units = BTreeSet::from([Unit::Singleton]);
+        // A flow removed by a reload offers no more work.
+        for (fid, f) in flows.iter().enumerate().filter(|(_, f)| !f.retired) {
+            let name = flow_name(flows, fid as FlowId);
+            for (topic, k) in f.topics.known() {
+                units.extend(
+                    k.partitions
+                        .iter()
+                        .map(|p| Unit::partition(&name, topic, *p)),
+                );
+            }
+        }
+        units.extend(parts.keys().map(|k| unit_of(flows, k)));
+        units.extend(self.starting.iter().map(|k| unit_of(flows, k)));
+        let mut s = self.shared.borrow_mut();
+        if s.universe != units {
+            let leader = !s.status.member_id.is_empty() && s.status.member_id == s.status.leader;
+            s.universe = units;
+            if leader && s.assigned_seq > 0 {
+                s.rejoin = Some("the set of partitions changed".into());
+            }
+        }
+    }
+
+    /// One turn: acts on a lapse, a fencing or a new assignment, releases drained partitions,
+    /// refreshes what the member reports. Returns the flows whose discovery must run now (to
+    /// start newly assigned partitions).
+    pub(super) async fn tick(
+        &mut self,
+        flows: &mut [FlowRuntime],
+        parts: &mut Partitions,
+        shards: &[ShardHandle],
+        stats: &HashMap<usize, ShardStats>,
+        now: Instant,
+    ) -> Result<BTreeSet<FlowId>, RunError> {
+        let (fatal, live_until, fenced, assigned) = {
+            let s = self.shared.borrow();
+            let assigned = (s.assigned_seq != self.seen_assigned)
+                .then(|| (s.assigned_seq, s.assigned.clone()));
+            (s.fatal.clone(), s.live_until, s.fenced_seq, assigned)
+        };
+        if let Some(why) = fatal {
+            return Err(RunError::Group { why });
+        }
+        let mut restart = BTreeSet::new();
+        if let Some((seq, units)) = assigned {
+            self.seen_assigned = seq;
+            self.lost = false;
+            restart = self.set_target(units, flows, parts, shards).await?;
+        }
+        let lapsed = !self.target.is_empty() && live_until.is_none_or(|t| now >= t);
+        if lapsed || fenced != self.seen_fenced {
+            self.seen_fenced = fenced;
+            if !self.target.is_empty() || !self.revoking.is_empty() {
+                tracing::warn!(
+                    "{}: stopping every partition of this member at once (the group hands them to the others)",
+                    if lapsed {
+                        "no successful heartbeat within the local session deadline"
+                    } else {
+                        "the coordinator fenced this member"
+                    }
+                );
+            }
+            self.lost = true;
+            self.set_target(BTreeSet::new(), flows, parts, shards)
+                .await?;
+            self.rejoin_when_drained = false;
+            self.shared.borrow_mut().status.state = "lapsed".into();
+            if lapsed {
+                self.shared.borrow_mut().rejoin = Some("the session lapsed".into());
+            }
+        }
+        restart.extend(self.release_drained(flows, parts, now).await);
+        if self.revoking.is_empty() && self.rejoin_when_drained {
+            self.rejoin_when_drained = false;
+            // What the next JoinGroup reports must already be without the released units.
+            self.report_owned(flows, parts);
+            self.shared.borrow_mut().rejoin = Some("revoked units released".into());
+        }
+        if self
+            .last_report
+            .is_none_or(|t| now.duration_since(t) >= REPORT_INTERVAL)
+        {
+            self.last_report = Some(now);
+            self.report(flows, parts, stats, now);
+        }
+        Ok(restart)
+    }
+
+    /// Makes `units` this member's target: revokes what it holds beyond them, prepares the start
+    /// of what it gains (stored progress read again, discovery told to start it with recovery).
+    async fn set_target(
+        &mut self,
+        units: BTreeSet<Unit>,
+        flows: &mut [FlowRuntime],
+        parts: &mut Partitions,
+        shards: &[ShardHandle],
+    ) -> Result<BTreeSet<FlowId>, RunError> {
+        let singleton = units.contains(&Unit::Singleton);
+        if self.singleton() && !singleton {
+            // Released at once (no shard holds it): the next generation gives it to another.
+            self.rejoin_when_drained = true;
+        }
+        for f in flows.iter_mut() {
+            f.topics.set_manages_target(singleton);
+        }
+        let mut gone = Vec::new();
+        for (key, st) in parts.iter_mut() {
+            if units.contains(&unit_of(flows, key)) || self.revoking.contains(key) {
+                continue;
+            }
+            if st.assigned {
+                shards[st.shard]
+                    .commands
+                    .send(ShardCommand::Revoke(key.clone()))
+                    .map_err(|_| RunError::ShardGone { shard: st.shard })?;
+                st.assigned = false;
+                st.released = false;
+                self.revoking.insert(key.clone());
+                self.rejoin_when_drained = true;
+            } else {
+                // Stopped with an error: no shard holds it.
+                gone.push(key.clone());
+            }
+        }
+        for key in gone {
+            parts.remove(&key);
+        }
+        let mut gained: BTreeMap<FlowId, BTreeSet<TopicPartition>> = BTreeMap::new();
+        for u in &units {
+            let Some(key) = key_of(flows, u) else {
+                continue;
+            };
+            if parts.contains_key(&key) || self.starting.contains(&key) {
+                continue;
+            }
+            gained.entry(key.flow).or_default().insert(tp_of(&key));
+            self.starting.insert(key);
+        }
+        self.target = units;
+        self.publish_assignment();
+        self.publish_owned_partitions(flows);
+        Ok(self.prepare_starts(flows, gained).await)
+    }
+
+    /// Reads the stored progress of `gained` again and makes discovery start them.
+    async fn prepare_starts(
+        &mut self,
+        flows: &mut [FlowRuntime],
+        gained: BTreeMap<FlowId, BTreeSet<TopicPartition>>,
+    ) -> BTreeSet<FlowId> {
+        for (fid, tps) in &gained {
+            let Some(f) = flows.get_mut(*fid as usize) else {
+                continue;
+            };
+            if let Err(e) = f.progress.reload(&f.target, tps).await {
+                tracing::warn!(error = %e, "cannot read the stored progress of newly assigned partitions; starting them from what was read at start (records may be copied again)");
+            }
+            for tp in tps {
+                f.topics.restart_partition(&tp.topic, tp.partition);
+            }
+            tracing::info!(flow = %format!("{}->{}", f.plan.source, f.plan.target), partitions = tps.len(), "partitions assigned to this member");
+        }
+        gained.into_keys().collect()
+    }
+
+    /// Partitions whose shard drained them after a Revoke: their final progress is flushed
+    /// (unless the member lost its membership), then they are released, or started again if
+    /// they were assigned back meanwhile.
+    async fn release_drained(
+        &mut self,
+        flows: &mut [FlowRuntime],
+        parts: &mut Partitions,
+        now: Instant,
+    ) -> BTreeSet<FlowId> {
+        let drained: Vec<PartitionKey> = self
+            .revoking
+            .iter()
+            .filter(|k| parts.get(*k).is_none_or(|st| st.released))
+            .cloned()
+            .collect();
+        if drained.is_empty() {
+            return BTreeSet::new();
+        }
+        let write = self.may_write(now);
+        let flows_touched: BTreeSet<FlowId> = drained.iter().map(|k| k.flow).collect();
+        for key in &drained {
+            if !write && let Some(f) = flows.get_mut(key.flow as usize) {
+                f.progress.discard(&tp_of(key));
+            }
+        }
+        if write {
+            for fid in &flows_touched {
+                let Some(f) = flows.get_mut(*fid as usize) else {
+                    continue;
+                };
+                if let Err(e) = f.progress.flush(&f.target, now_ms()).await {
+                    tracing::warn!(error = %e, "cannot write the final progress of revoked partitions; their next owner may copy some records again");
+                }
+            }
+        }
+        let mut gained: BTreeMap<FlowId, BTreeSet<TopicPartition>> = BTreeMap::new();
+        for key in drained {
+            self.revoking.remove(&key);
+            parts.remove(&key);
+            if self.target.contains(&unit_of(flows, &key)) {
+                gained.entry(key.flow).or_default().insert(tp_of(&key));
+                self.starting.insert(key);
+            }
+        }
+        tracing::info!(
+            remaining = self.revoking.len(),
+            "revoked partitions drained and released"
+        );
+        self.prepare_starts(flows, gained).await
+    }
+
+    /// What the member reports at its next join: the units it holds and its throughput.
+    fn report(
+        &mut self,
+        flows: &mut [FlowRuntime],
+        parts: &Partitions,
+        stats: &HashMap<usize, ShardStats>,
+        now: Instant,
+    ) {
+        self.report_owned(flows, parts);
+        let bytes: u64 = stats.values().map(|s| s.produced_bytes).sum();
+        let elapsed = now.duration_since(self.window.1);
+        let mut s = self.shared.borrow_mut();
+        if elapsed >= THROUGHPUT_WINDOW {
+            let secs = elapsed.as_secs_f64().max(0.001);
+            s.throughput = (bytes.saturating_sub(self.window.0) as f64 / secs) as u64;
+            self.window = (bytes, now);
+        }
+    }
+
+    /// Tells each flow's offsets duty which partitions are this member's (its assignment):
+    /// checkpoints and group-offset sync cover those, where it has the exact mapping.
+    fn publish_owned_partitions(&self, flows: &mut [FlowRuntime]) {
+        let mut owned: Vec<(BTreeSet<TopicPartition>, BTreeSet<TopicPartition>)> =
+            vec![Default::default(); flows.len()];
+        for key in self.target.iter().filter_map(|u| key_of(flows, u)) {
+            let Some(f) = flows.get(key.flow as usize) else {
+                continue;
+            };
+            let (source, remote) = &mut owned[key.flow as usize];
+            source.insert(tp_of(&key));
+            remote.insert(TopicPartition::new(
+                (f.plan.remote_name)(&key.topic),
+                key.partition,
+            ));
+        }
+        for (f, o) in flows.iter_mut().zip(owned) {
+            f.offsets.set_owned_partitions(Some(o));
+        }
+    }
+
+    /// The units this member holds, for its next JoinGroup: its partitions (the ones still
+    /// draining too, while it is a member, so that nobody else gets them before they are
+    /// drained) and the singleton duties.
+    fn report_owned(&self, flows: &[FlowRuntime], parts: &Partitions) {
+        let mut owned: Vec<Unit> = parts
+            .iter()
+            .filter(|(k, st)| st.assigned || (!self.lost && self.revoking.contains(*k)))
+            .map(|(k, _)| unit_of(flows, k))
+            .collect();
+        owned.extend(self.starting.iter().map(|k| unit_of(flows, k)));
+        if self.singleton() {
+            owned.push(Unit::Singleton);
+        }
+        self.shared.borrow_mut().owned = owned;
+    }
+
+    fn publish_assignment(&self) {
+        let mut s = self.shared.borrow_mut();
+        s.status.assignment = self.target.iter().map(ToString::to_string).collect();
+        s.status.singleton = self.target.contains(&Unit::Singleton);
+    }
+
+    /// Leaves the group (after the final progress is written), waiting at most
+    /// [`LEAVE_TIMEOUT`].
+    pub(super) async fn leave(&self) {
+        self.shared.borrow_mut().leave = true;
+        let deadline = Instant::now() + LEAVE_TIMEOUT;
+        while !self.shared.borrow().left && Instant::now() < deadline {
+            tokio::time::sleep(AGENT_POLL).await;
+        }
+    }
+}
+
+fn call<'a>(opts: &'a GroupOptions, member_id: &'a str, generation: i32) -> GroupCall<'a> {
+    GroupCall {
+        group: &opts.group_id,
+        member_id,
+        generation,
+    }
+}
+
+/// The agent: the member's state machine against the coordinator.
+async fn agent(shared: SharedCell, opts: GroupOptions, cluster: Cluster) {
+    let mut m = Membership::new(opts.timings, Instant::now());
+    let mut joining: Option<(Instant, String)> = None;
+    let mut leaving = false;
+    // As leader with units moving: a rebalance to hand them over, in case their holder's
+    // rejoin never comes (it held them no longer).
+    let mut follow_up: Option<(Instant, i32)> = None;
+    loop {
+        let now = Instant::now();
+        if let Some((at, generation)) = follow_up
+            && now >= at
+        {
+            follow_up = None;
+            if m.generation() == Some(generation) {
+                m.rejoin("units withheld for a hand-over", now);
+            }
+        }
+        {
+            let mut s = shared.borrow_mut();
+            if s.leave && !leaving {
+                leaving = true;
+                m.leave();
+            }
+            if let Some(why) = s.rejoin.take() {
+                m.rejoin(&why, now);
+            }
+        }
+        let (events, req) = m.poll(now);
+        on_events(&shared, events, &mut joining);
+        shared.borrow_mut().live_until = m.live_until();
+        if m.is_done() {
+            shared.borrow_mut().left = true;
+            return;
+        }
+        let Some(req) = req else {
+            let wait = m
+                .next_wakeup()
+                .map_or(AGENT_POLL, |t| t.saturating_duration_since(now))
+                .min(AGENT_POLL);
+            tokio::time::sleep(wait).await;
+            continue;
+        };
+        if let Request::Join { reason, .. } = &req
+            && joining.is_none()
+        {
+            joining = Some((now, reason.clone()));
+            shared.borrow_mut().status.state = "joining".into();
+        }
+        let resp = execute(&cluster, &opts, &shared, &req).await;
+        let events = m.on_response(resp, Instant::now());
+        if let (Request::Sync { generation, .. }, Some(g)) = (&req, m.generation()) {
+            let moving = std::mem::take(&mut shared.borrow_mut().moving);
+            if moving > 0 && *generation == g {
+                follow_up = Some((Instant::now() + opts.timings.rebalance_timeout / 2, g));
+            }
+        }
+        on_events(&shared, events, &mut joining);
+        shared.borrow_mut().live_until = m.live_until();
+    }
+}
+
+/// Sends one request and reduces the answer for the state machine.
+async fn execute(
+    cluster: &Cluster,
+    opts: &GroupOptions,
+    shared: &SharedCell,
+    req: &Request,
+) -> Response {
+    let result = match req {
+        Request::Join { member_id, reason } => {
+            let md = {
+                let s = shared.borrow();
+                let (digest, keys) = s
+                    .reloaded
+                    .clone()
+                    .unwrap_or_else(|| (opts.digest, opts.keys.clone()));
+                MemberMetadata {
+                    digest,
+                    keys,
+                    throughput: s.throughput,
+                    owned: s.owned.clone(),
+                }
+            };
+            cluster
+                .join_group(
+                    &call(opts, member_id, -1),
+                    &opts.timings,
+                    md.encode(),
+                    reason,
+                )
+                .await
+        }
+        Request::Sync {
+            generation,
+            member_id,
+            members,
+        } => {
+            let assignments = match members {
+                Some(members) => {
+                    let universe = shared.borrow().universe.clone();
+                    let (out, moving) = assignment::lead(member_id, members, &universe);
+                    shared.borrow_mut().moving = moving;
+                    tracing::info!(
+                        group = %opts.group_id,
+                        generation,
+                        members = out.len(),
+                        units = universe.len(),
+                        moving,
+                        "assigned the group's units (as leader)"
+                    );
+                    out.into_iter().map(|(id, a)| (id, a.encode())).collect()
+                }
+                None => Vec::new(),
+            };
+            cluster
+                .sync_group(&call(opts, member_id, *generation), assignments)
+                .await
+        }
+        Request::Heartbeat {
+            generation,
+            member_id,
+        } => cluster.heartbeat(&call(opts, member_id, *generation)).await,
+        Request::Leave { member_id } => {
+            cluster
+                .leave_group(&call(opts, member_id, -1), "shutting down")
+                .await
+        }
+    };
+    result.unwrap_or_else(|e| {
+        tracing::warn!("group {}: {e}; retrying", opts.group_id);
+        Response::Failed { why: e.to_string() }
+    })
+}
+
+/// Applies the state machine's events to the shared state.
+fn on_events(shared: &SharedCell, events: Vec<Event>, joining: &mut Option<(Instant, String)>) {
+    for ev in events {
+        let mut s = shared.borrow_mut();
+        match ev {
+            Event::Assigned {
+                generation,
+                leader,
+                member_id,
+                assignment,
+            } => {
+                let a = Assignment::decode(&assignment).unwrap_or_else(|e| Assignment {
+                    error: Some(format!("cannot read the leader's assignment: {e}")),
+                    ..Assignment::default()
+                });
+                let (started, cause) = joining
+                    .take()
+                    .unwrap_or_else(|| (Instant::now(), "rebalance".into()));
+                let st = &mut s.status;
+                st.generation = generation;
+                st.leader = leader;
+                st.member_id = member_id;
+                st.members = a
+                    .members
+                    .iter()
+                    .map(|m| GroupMemberStatus {
+                        member_id: m.member_id.clone(),
+                        units: m.units,
+                        throughput_bytes_per_sec: m.throughput,
+                    })
+                    .collect();
+                st.rebalances += 1;
+                st.last_rebalance = Some(RebalanceStatus {
+                    cause,
+                    duration_ms: started.elapsed().as_millis() as u64,
+                    at_ms: now_ms(),
+                });
+                tracing::info!(
+                    generation,
+                    member = %st.member_id,
+                    leader = %st.leader,
+                    members = st.members.len(),
+                    units = a.units.len(),
+                    "joined the group"
+                );
+                if let Some(why) = a.error {
+                    st.state = "refused".into();
+                    s.fatal = Some(why);
+                } else {
+                    st.state = "stable".into();
+                    s.assigned = a.units.into_iter().collect();
+                    s.assigned_seq += 1;
+                }
+            }
+            Event::Fenced { why } => {
+                tracing::warn!("the group coordinator fenced this member ({why}); rejoining");
+                s.fenced_seq += 1;
+            }
+            Event::Lapsed => {
+                tracing::warn!("the local session deadline passed; rejoining");
+            }
+            Event::Fatal { why } => {
+                s.status.state = "refused".into();
+                s.fatal = Some(format!("the group coordinator refused this member: {why}"));
+            }
+            Event::Left => s.left = true,
+        }
+    }
+}

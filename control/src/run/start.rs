@@ -1,0 +1,179 @@
+//! Start-up of `strait run`: every flow's clients, progress, topic sync, liveness and offsets
+//! duty; the shard threads; the REST API.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::Receiver;
+use strait_dataplane::io::{ConnSetup, IoBackend};
+use strait_dataplane::shard::{ClusterEndpoint, ShardConfig, ShardEvent, ShardHandle, spawn_shard};
+use strait_dataplane::wire::ConnConfig;
+
+use super::api_link::ApiLink;
+use super::{FlowRuntime, RunError, RunOptions, now_ms, shard_memory_bytes};
+use crate::api::{Auth, Published};
+use crate::cluster::{Cluster, RetryConfig};
+use crate::duties::liveness::Liveness;
+use crate::duties::offsets::OffsetsRuntime;
+use crate::duties::topics::TopicSync;
+use crate::plan::FlowPlan;
+use crate::store::liveness::mm2_running;
+use crate::store::progress::ProgressStore;
+
+/// Opens one flow: its admin clients and endpoints, its stored progress, its topic sync, its
+/// first liveness beat and its offsets duty. `instance` names this process in the liveness
+/// records; `started` is when the run started.
+pub(super) async fn open_flow(
+    plan: FlowPlan,
+    instance: &str,
+    started: Instant,
+) -> Result<FlowRuntime, RunError> {
+    let source = admin(&plan.source, &plan.source_bootstrap, &plan.source_admin)?;
+    let target = admin(&plan.target, &plan.target_bootstrap, &plan.target_admin)?;
+    let source_ep = endpoint(&plan.source, &plan.source_bootstrap, &plan.source_fetch)?;
+    let target_ep = endpoint(&plan.target, &plan.target_bootstrap, &plan.target_produce)?;
+    match mm2_running(&target, &plan.source, &plan.target).await {
+        Ok(None) => {}
+        Ok(Some(why)) => {
+            return Err(RunError::AlreadyReplicated {
+                flow: format!("{}->{}", plan.source, plan.target),
+                why,
+            });
+        }
+        // A least-privilege principal need not see MM2's group: say that the check was not
+        // made, and go on.
+        Err(e) if e.is(kafka_protocol::ResponseError::GroupAuthorizationFailed) => {
+            tracing::warn!(
+                flow = %format!("{}->{}", plan.source, plan.target),
+                "cannot tell whether MirrorMaker 2 replicates this flow too: {e}"
+            );
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let progress =
+        ProgressStore::open(&target, &plan.source, plan.progress_replication_factor).await?;
+    tracing::info!(
+        flow = %format!("{}->{}", plan.source, plan.target),
+        stored = progress.entries().len(),
+        topic = progress.topic(),
+        "progress loaded"
+    );
+    let topics = TopicSync::new(&plan, started);
+    let mut liveness = Liveness::new(
+        &plan.source,
+        &plan.target,
+        progress.topic(),
+        instance,
+        started,
+    );
+    liveness
+        .beat_if_due(&target, Instant::now(), now_ms())
+        .await;
+    let offsets = OffsetsRuntime::start(
+        &plan.config,
+        source.clone(),
+        target.clone(),
+        progress.entries(),
+        Instant::now(),
+    )
+    .await?;
+    Ok(FlowRuntime {
+        plan,
+        source,
+        target,
+        source_ep,
+        target_ep,
+        progress,
+        topics,
+        liveness,
+        offsets,
+        lost_position_resets: 0,
+        observed: Default::default(),
+        retired: false,
+    })
+}
+
+/// Starts `opts.shards` shard threads (at least one), pinned round-robin to the allowed cores,
+/// and returns them with the receiving end of their shared event channel.
+pub(super) fn spawn_shards(
+    opts: &RunOptions,
+) -> Result<(Vec<ShardHandle>, Receiver<ShardEvent>), RunError> {
+    let (ev_tx, ev_rx) = crossbeam_channel::bounded::<ShardEvent>(1024);
+    let cores = strait_dataplane::io::runtime::allowed_cores();
+    let mut shards: Vec<ShardHandle> = Vec::new();
+    for i in 0..opts.shards.max(1) {
+        let mut cfg = ShardConfig::new(i, opts.backend);
+        cfg.core = Some(cores[i % cores.len()]);
+        cfg.memory_budget_bytes = shard_memory_bytes(opts.memory_bytes, opts.shards);
+        shards.push(
+            spawn_shard(cfg, ev_tx.clone(), 1024)
+                .map_err(|error| RunError::ShardStart { shard: i, error })?,
+        );
+    }
+    drop(ev_tx);
+    tracing::info!(
+        shards = shards.len(),
+        io = opts.backend.name(),
+        "shards started"
+    );
+    Ok((shards, ev_rx))
+}
+
+/// Serves the REST API on `strait.api.listen`, when set. A configured address that cannot be
+/// bound stops the run; the default one only warns.
+pub(super) async fn start_api(opts: &RunOptions) -> Result<ApiLink, RunError> {
+    let published = Published::default();
+    let (api_tx, api_rx) = tokio::sync::mpsc::channel(opts.api_queue.max(1));
+    if let Some(addr) = opts.api_listen {
+        let auth = Auth::new(opts.api_token.clone(), addr);
+        let tls = match &opts.api_tls {
+            Some(ks) => Some(ks.server_config()?),
+            None => None,
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        match crate::api::serve(addr, published.clone(), api_tx, auth, tls).await {
+            Ok(bound) => {
+                tracing::info!(address = %bound, scheme, "REST API and /metrics listening");
+            }
+            Err(e) if opts.api_required => return Err(e.into()),
+            Err(e) => tracing::warn!("{e}; running without the REST API"),
+        }
+    }
+    Ok(ApiLink::new(published, api_rx))
+}
+
+/// The data plane's view of a cluster: bootstrap servers, connection settings, TLS.
+fn endpoint(
+    alias: &str,
+    bootstrap: &[String],
+    cfg: &ConnConfig,
+) -> Result<Arc<ClusterEndpoint>, RunError> {
+    // Building the TLS config reads the trust and key stores: do it once, here.
+    let setup =
+        ConnSetup::new(cfg.clone(), IoBackend::Epoll).map_err(|error| RunError::Client {
+            cluster: alias.to_string(),
+            error,
+        })?;
+    Ok(Arc::new(ClusterEndpoint {
+        alias: alias.to_string(),
+        bootstrap: bootstrap.to_vec(),
+        config: cfg.clone(),
+        tls: setup.tls,
+    }))
+}
+
+/// An admin client for the control plane.
+fn admin(alias: &str, bootstrap: &[String], cfg: &ConnConfig) -> Result<Rc<Cluster>, RunError> {
+    let setup =
+        ConnSetup::new(cfg.clone(), IoBackend::Epoll).map_err(|error| RunError::Client {
+            cluster: alias.to_string(),
+            error,
+        })?;
+    Ok(Rc::new(Cluster::new(
+        alias,
+        bootstrap.to_vec(),
+        setup,
+        RetryConfig::default(),
+    )))
+}

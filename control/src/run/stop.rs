@@ -1,0 +1,127 @@
+//! Shutdown of `strait run`: the shards stop and send their final reports, the offsets duty
+//! publishes its last syncs (and, with `--until-caught-up`, a last round of checkpoints), the
+//! progress is flushed and the clean stop recorded.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, TryRecvError};
+use strait_dataplane::shard::{ShardCommand, ShardEvent, ShardHandle, ShardStats};
+
+use super::assign::Partitions;
+use super::events::apply_event;
+use super::status::add_stats;
+use super::{FlowRuntime, RunError, RunOptions, now_ms};
+
+/// How long the shards get to stop and send their final reports (with the flush deadline,
+/// what a stop may take whatever the clusters do).
+const SHARD_STOP_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// How long the flows' last writes (offset syncs, progress, the clean stop) may take in all.
+/// Past it strait exits, logging what was not written: the partitions resume from the last
+/// stored progress at the next start (records copied since are copied again).
+const FINAL_WRITES_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Stops the shards, applies their final reports, and waits for their threads. Returns every
+/// shard's last counters.
+pub(super) async fn stop_shards(
+    shards: Vec<ShardHandle>,
+    ev_rx: &Receiver<ShardEvent>,
+    flows: &mut [FlowRuntime],
+    parts: &mut Partitions,
+    opts: &RunOptions,
+) -> HashMap<usize, ShardStats> {
+    for s in &shards {
+        let _ = s.commands.send(ShardCommand::Shutdown);
+    }
+    let mut stopped = 0;
+    let mut stats: HashMap<usize, ShardStats> = HashMap::new();
+    let deadline = Instant::now() + SHARD_STOP_TIMEOUT;
+    while stopped < shards.len() && Instant::now() < deadline {
+        match ev_rx.try_recv() {
+            Ok(ev) => {
+                if let ShardEvent::Stopped { shard, error } = &ev {
+                    stopped += 1;
+                    if let Some(e) = error {
+                        tracing::error!(shard, error = %e, "shard stopped with an error");
+                    }
+                }
+                apply_event(ev, flows, parts, &mut stats, &shards, opts).await;
+            }
+            Err(TryRecvError::Empty) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Err(TryRecvError::Disconnected) => break,
+        }
+    }
+    for s in shards {
+        if s.thread.is_finished() {
+            let _ = s.thread.join();
+        } else {
+            // Its thread ends with the process; waiting could take as long as the cluster
+            // stays silent.
+            tracing::warn!(
+                shard = s.index,
+                "shard did not stop within {SHARD_STOP_TIMEOUT:?}; not waiting for it"
+            );
+        }
+    }
+    stats
+}
+
+/// The flows' last writes, after the shards stopped.
+pub(super) async fn finish_flows(
+    flows: &mut [FlowRuntime],
+    opts: &RunOptions,
+) -> Result<(), RunError> {
+    let deadline = tokio::time::Instant::now() + FINAL_WRITES_DEADLINE;
+    match tokio::time::timeout_at(deadline, final_writes(flows, opts)).await {
+        Ok(r) => r,
+        Err(_) => {
+            let unflushed: usize = flows.iter().map(|f| f.progress.dirty_len()).sum();
+            tracing::error!(
+                unflushed_partitions = unflushed,
+                "final writes did not finish within {FINAL_WRITES_DEADLINE:?} (a target does not answer): \
+                 progress of {unflushed} partitions not stored, clean stop not recorded; \
+                 exiting anyway, the next start resumes from the last stored progress"
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn final_writes(flows: &mut [FlowRuntime], opts: &RunOptions) -> Result<(), RunError> {
+    // The last offset syncs; with --until-caught-up, a final round of checkpoints and group
+    // sync over the final mapping. Before the clean stop is recorded: they write too.
+    // A flow a reload removed has done its last writes.
+    for f in flows.iter_mut().filter(|f| !f.retired) {
+        f.offsets.finish(opts.until_caught_up, now_ms()).await;
+    }
+    for f in flows.iter_mut().filter(|f| !f.retired) {
+        f.progress.flush(&f.target, now_ms()).await?;
+        // Import and export may run from now on.
+        if let Err(e) = f.liveness.stopped(&f.target, now_ms()).await {
+            tracing::warn!("cannot record the clean stop: {e}");
+        }
+    }
+    Ok(())
+}
+
+/// The shards' counters summed.
+pub(super) fn total_stats(stats: &HashMap<usize, ShardStats>) -> ShardStats {
+    let mut total = ShardStats::default();
+    for s in stats.values() {
+        add_stats(&mut total, s);
+    }
+    total
+}
+
+/// Partitions that stopped with an error, as `(topic-partition, error)`.
+pub(super) fn failed_partitions(parts: &Partitions) -> Vec<(String, String)> {
+    parts
+        .iter()
+        .filter_map(|(k, p)| {
+            p.failed
+                .clone()
+                .map(|e| (format!("{}-{}", k.topic, k.partition), e))
+        })
+        .collect()
+}

@@ -1,0 +1,285 @@
+//! Reading and writing the small internal topics the control plane owns (progress, offset
+//! syncs, checkpoints, heartbeats, MM2's Connect offsets): whole-partition reads and keyed
+//! writes, routed to partition leaders through the admin client.
+//!
+//! Volumes are tiny next to the data plane, so simplicity wins: writes are one batch per call,
+//! acks=all, without idempotence (every internal topic here is read "last value per key wins",
+//! so a retried duplicate is harmless).
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use strait_dataplane::batch::{BatchBuilder, BatchWalker, Compression, Record, decode_records};
+use strait_dataplane::wire::WireError;
+use strait_dataplane::wire::produce::{PartitionBatch, TopicBatches, encode_produce_body};
+
+use crate::cluster::{Cluster, ClusterError, Context, IsolationLevel, OffsetSpec, TopicPartition};
+
+/// A record read back from a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRecord {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<strait_dataplane::batch::RecordHeader>,
+}
+
+/// Bound on what one internal-topic read may decompress per batch.
+const MAX_DECOMPRESSED_BYTES: usize = 64 * 1024 * 1024;
+
+/// Appends `records` to `topic`-`partition` in one batch. Returns the base offset.
+pub async fn produce(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    records: &[Record],
+) -> Result<i64, ClusterError> {
+    if records.is_empty() {
+        return Ok(-1);
+    }
+    let batch = BatchBuilder::new(Compression::None)
+        .push_all(records)
+        .and_then(|b| b.build())
+        .map_err(|e| ClusterError::Invalid {
+            context: Box::new(Context::new(cluster.alias(), "Produce").topic(topic)),
+            message: format!("cannot encode records: {e}"),
+        })?;
+    let tp = TopicPartition::new(topic, partition);
+    cluster
+        .with_retries("Produce", || async {
+            let conn = cluster.leader_conn(&tp, "Produce").await?;
+            let ctx = Context::new(cluster.alias(), "Produce")
+                .broker(conn.broker())
+                .topic(topic)
+                .partition(partition);
+            let version = conn
+                .version_for::<ProduceRequest>()
+                .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
+            let mut head = [0u8; strait_dataplane::batch::HEADER_LEN];
+            head.copy_from_slice(&batch[..strait_dataplane::batch::HEADER_LEN]);
+            let topics = [TopicBatches {
+                topic: topic.to_string(),
+                partitions: vec![PartitionBatch {
+                    partition,
+                    head,
+                    payload: batch.slice(strait_dataplane::batch::HEADER_LEN..),
+                }],
+            }];
+            let resp = conn
+                .send_encoded(ApiKey::Produce as i16, version, |fb| {
+                    encode_produce_body(fb, version, None, -1, 30_000, &topics).map_err(|m| {
+                        WireError::Protocol {
+                            broker: conn.broker().to_string(),
+                            api: "Produce",
+                            message: m.to_string(),
+                        }
+                    })
+                })
+                .await
+                .map_err(|e| ClusterError::wire(ctx.clone(), e))?
+                .decode::<ProduceRequest>()
+                .await
+                .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
+            let pr = resp
+                .responses
+                .iter()
+                .flat_map(|t| &t.partition_responses)
+                .find(|p| p.index == partition)
+                .ok_or_else(|| ClusterError::Invalid {
+                    context: Box::new(ctx.clone()),
+                    message: "the produce response does not mention the partition".into(),
+                })?;
+            match ClusterError::kafka(
+                ctx,
+                pr.error_code,
+                pr.error_message.as_ref().map(|m| m.to_string()),
+            ) {
+                Some(e) => Err(e),
+                None => Ok(pr.base_offset),
+            }
+        })
+        .await
+}
+
+/// Reads `topic`-`partition` from its start to the end it has when the read begins (the high
+/// watermark, or the last stable offset under read_committed), calling `each` per record.
+/// Returns that end offset.
+pub async fn read_to_end(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    isolation: IsolationLevel,
+    mut each: impl FnMut(StoredRecord),
+) -> Result<i64, ClusterError> {
+    let tp = TopicPartition::new(topic, partition);
+    let ends = cluster
+        .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Latest, isolation)
+        .await;
+    let end = ends.into_values().next().unwrap_or_else(|| {
+        Err(ClusterError::UnknownTopicOrPartition {
+            context: Box::new(
+                Context::new(cluster.alias(), "ListOffsets")
+                    .topic(topic)
+                    .partition(partition),
+            ),
+        })
+    })?;
+    let starts = cluster
+        .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Earliest, isolation)
+        .await;
+    let start = starts.into_values().next().transpose()?.unwrap_or(0);
+    read_range(cluster, &tp, start, end, isolation, |r| {
+        each(r);
+        true
+    })
+    .await?;
+    Ok(end)
+}
+
+/// Reads records of `tp` with offsets in `from..end`, in order, skipping control batches and,
+/// under read_committed, aborted transactions (what a consumer, and the data plane, would see).
+/// `each` returns false to stop early. Returns the offset after the last record delivered, or
+/// where the read stopped.
+pub async fn read_range(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    from: i64,
+    end: i64,
+    isolation: IsolationLevel,
+    mut each: impl FnMut(StoredRecord) -> bool,
+) -> Result<i64, ClusterError> {
+    let mut position = from;
+    while position < end {
+        let (records, next) = fetch_once(cluster, tp, position, isolation).await?;
+        for r in records {
+            if r.offset >= position && r.offset < end {
+                let offset = r.offset;
+                if !each(r) {
+                    return Ok(offset + 1);
+                }
+            }
+        }
+        if next <= position {
+            return Err(ClusterError::Invalid {
+                context: Box::new(
+                    Context::new(cluster.alias(), "Fetch")
+                        .topic(&tp.topic)
+                        .partition(tp.partition),
+                ),
+                message: format!("no progress reading at offset {position} (end {end})"),
+            });
+        }
+        position = next;
+    }
+    Ok(position.min(end))
+}
+
+/// One fetch at `offset`: the records and the next offset to read.
+#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
+async fn fetch_once(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    offset: i64,
+    isolation: IsolationLevel,
+) -> Result<(Vec<StoredRecord>, i64), ClusterError> {
+    cluster
+        .with_retries("Fetch", || async {
+            let conn = cluster.leader_conn(tp, "Fetch").await?;
+            let ctx = Context::new(cluster.alias(), "Fetch")
+                .broker(conn.broker())
+                .topic(&tp.topic)
+                .partition(tp.partition);
+            let req = FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_wait_ms(100)
+                .with_min_bytes(1)
+                .with_max_bytes(8 * 1024 * 1024)
+                .with_isolation_level(isolation.wire())
+                .with_session_epoch(-1)
+                .with_topics(vec![
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_partitions(vec![
+                            FetchPartition::default()
+                                .with_partition(tp.partition)
+                                .with_current_leader_epoch(-1)
+                                .with_fetch_offset(offset)
+                                .with_last_fetched_epoch(-1)
+                                .with_log_start_offset(-1)
+                                .with_partition_max_bytes(8 * 1024 * 1024),
+                        ]),
+                ]);
+            let resp = conn
+                .call(&req)
+                .await
+                .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
+            let pd = resp
+                .responses
+                .into_iter()
+                .flat_map(|t| t.partitions)
+                .find(|p| p.partition_index == tp.partition)
+                .ok_or_else(|| ClusterError::Invalid {
+                    context: Box::new(ctx.clone()),
+                    message: "the fetch response does not mention the partition".into(),
+                })?;
+            if let Some(e) = ClusterError::kafka(ctx.clone(), pd.error_code, None) {
+                if e.is(ResponseError::OffsetOutOfRange) {
+                    // Compaction or retention moved the start: continue from there.
+                    return Ok((Vec::new(), pd.log_start_offset.max(offset + 1)));
+                }
+                return Err(e);
+            }
+            let mut out = Vec::new();
+            let mut next = offset;
+            let aborted: Vec<(i64, i64)> = pd
+                .aborted_transactions
+                .unwrap_or_default()
+                .into_iter()
+                .map(|a| (a.producer_id.0, a.first_offset))
+                .collect();
+            let mut filter = strait_dataplane::batch::AbortedFilter::new(aborted);
+            for b in BatchWalker::new(pd.records.unwrap_or_default()) {
+                let b = b.map_err(|e| ClusterError::Invalid {
+                    context: Box::new(ctx.clone()),
+                    message: e.to_string(),
+                })?;
+                next = next.max(b.next_offset());
+                let verdict = if isolation == IsolationLevel::ReadCommitted {
+                    filter.classify(&b).map_err(|e| ClusterError::Invalid {
+                        context: Box::new(ctx.clone()),
+                        message: e.to_string(),
+                    })?
+                } else if b.is_control() {
+                    strait_dataplane::batch::Verdict::DropControl
+                } else {
+                    strait_dataplane::batch::Verdict::Forward
+                };
+                if verdict != strait_dataplane::batch::Verdict::Forward {
+                    continue;
+                }
+                let base = b.base_offset();
+                let records = decode_records(&b, MAX_DECOMPRESSED_BYTES).map_err(|e| {
+                    ClusterError::Invalid {
+                        context: Box::new(ctx.clone()),
+                        message: e.to_string(),
+                    }
+                })?;
+                for r in records {
+                    out.push(StoredRecord {
+                        offset: r.offset(base),
+                        timestamp: r.timestamp,
+                        key: r.key,
+                        value: r.value,
+                        headers: r.headers,
+                    });
+                }
+            }
+            // A batch larger than our max bytes would stall us: the broker still returns it whole
+            // as the first batch, so `next` always advances when records exist.
+            Ok((out, next))
+        })
+        .await
+}

@@ -1,0 +1,71 @@
+//! The control loop's notion of "due": a periodic timer that is told the time instead of
+//! reading a clock, so every duty's schedule is testable without waiting.
+#![deny(clippy::disallowed_methods)]
+
+use std::time::{Duration, Instant};
+
+/// A periodic duty: due at `next`, then every `interval`. Disabled duties are never due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Every {
+    interval: Duration,
+    next: Option<Instant>,
+}
+
+impl Every {
+    /// A duty first due at `first`, then every `interval_seconds` (at least one second, so a
+    /// zero interval cannot spin the control loop). `enabled = false` makes it never due.
+    pub fn new(enabled: bool, interval_seconds: u64, first: Instant) -> Every {
+        Every {
+            interval: Duration::from_secs(interval_seconds.max(1)),
+            next: enabled.then_some(first),
+        }
+    }
+
+    /// Same, with the interval in milliseconds (at least 1 ms).
+    pub fn from_millis(enabled: bool, interval_ms: u64, first: Instant) -> Every {
+        Every {
+            interval: Duration::from_millis(interval_ms.max(1)),
+            next: enabled.then_some(first),
+        }
+    }
+
+    /// Whether the duty is due at `now`.
+    pub fn due(&self, now: Instant) -> bool {
+        self.next.is_some_and(|n| now >= n)
+    }
+
+    /// The duty ran at `now`: next due one interval later (never, if that overflows).
+    pub fn done(&mut self, now: Instant) {
+        if self.next.is_some() {
+            self.next = now.checked_add(self.interval);
+        }
+    }
+
+    /// The interval.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule() {
+        #[allow(clippy::disallowed_methods)] // a test needs some instant to start from
+        let t0 = Instant::now();
+        let mut e = Every::new(true, 10, t0);
+        assert!(e.due(t0));
+        e.done(t0);
+        assert!(!e.due(t0 + Duration::from_secs(9)));
+        assert!(e.due(t0 + Duration::from_secs(10)));
+        let off = Every::new(false, 10, t0);
+        assert!(!off.due(t0 + Duration::from_secs(1_000)));
+        // A zero interval still waits a second.
+        let mut z = Every::new(true, 0, t0);
+        z.done(t0);
+        assert!(!z.due(t0));
+        assert!(z.due(t0 + Duration::from_secs(1)));
+    }
+}

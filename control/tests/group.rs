@@ -1,0 +1,507 @@
+//! Several `strait run` processes sharing the work through a Kafka group on the target cluster
+//! (`strait.group.*`), against the real test bed: each member replicates only what the leader
+//! assigned it, the singleton duties run once, a killed member's partitions move to the others
+//! without losing a record, and a member with another configuration is refused.
+#![forbid(unsafe_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use strait_control::offsets::Heartbeat;
+use strait_control::store::progress;
+use strait_tests::log::{create_topic, offsets, read_records, read_topic};
+use strait_tests::strait::Strait;
+use strait_tests::{Testbed, repo_root, testbed_clusters_config, testbed_mm2_config, unique};
+
+const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
+
+/// Short group timings, so that a dead member's partitions move within seconds.
+const GROUP: &str = "strait.group.session.timeout.ms = 6000\n\
+                     strait.group.heartbeat.interval.ms = 1000\n\
+                     strait.group.rebalance.timeout.ms = 10000\n\
+                     strait.api.listen = 127.0.0.1:0\n\
+                     refresh.topics.interval.seconds = 2\n";
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn http_get(addr: &str, path: &str) -> Option<serde_json::Value> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    serde_json::from_str(out.split_once("\r\n\r\n")?.1).ok()
+}
+
+/// Polls `f` until it returns Some, at most `secs` seconds; on timeout fails with `log()`.
+fn eventually<T>(
+    secs: u64,
+    what: &str,
+    log: impl Fn() -> String,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A member: its process and API address.
+struct Member {
+    strait: Strait,
+    api: String,
+}
+
+impl Member {
+    fn start(cfg: &Path) -> Member {
+        let strait = Strait::start(Path::new(STRAIT), cfg, &[]);
+        let api = eventually(
+            60,
+            "the API address in the log",
+            || strait.stderr(),
+            || strait.api_address(),
+        );
+        Member { strait, api }
+    }
+
+    fn status(&self) -> Option<serde_json::Value> {
+        http_get(&self.api, "/status")
+    }
+
+    /// `(generation, members, this member's units, its partitions in /status)`.
+    fn group(&self) -> Option<(i64, usize, usize, Vec<i64>)> {
+        let v = self.status()?;
+        let g = &v["group"];
+        if g["state"] != "stable" {
+            return None;
+        }
+        let parts = v["flows"][0]["partitions"]
+            .as_array()?
+            .iter()
+            .filter_map(|p| p["partition"].as_i64())
+            .collect();
+        Some((
+            g["generation"].as_i64()?,
+            g["members"].as_array()?.len(),
+            g["assignment"].as_array()?.len(),
+            parts,
+        ))
+    }
+}
+
+fn logs(members: &[&Member]) -> String {
+    members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| format!("--- member {i}:\n{}", m.strait.stderr()))
+        .collect()
+}
+
+/// Waits until every member is stable in the same generation with `members.len()` members,
+/// their units balanced to within one and every partition of the flow held by exactly one.
+fn wait_balanced(members: &[&Member], partitions: usize) -> Vec<usize> {
+    eventually(
+        90,
+        "a balanced group",
+        || logs(members),
+        || {
+            let views: Vec<_> = members.iter().map(|m| m.group()).collect::<Option<_>>()?;
+            let generation = views[0].0;
+            if views
+                .iter()
+                .any(|v| v.0 != generation || v.1 != members.len())
+            {
+                return None;
+            }
+            let units: Vec<usize> = views.iter().map(|v| v.2).collect();
+            let held: Vec<i64> = views.iter().flat_map(|v| v.3.clone()).collect();
+            let distinct: BTreeSet<i64> = held.iter().copied().collect();
+            let (lo, hi) = (units.iter().min()?, units.iter().max()?);
+            (hi - lo <= 1
+                && units.iter().sum::<usize>() == partitions + 1
+                && held.len() == partitions
+                && distinct.len() == partitions)
+                .then_some(units)
+        },
+    )
+}
+
+/// Writes `n` records to `topic` with Kafka's verifiable producer, as fast as it goes.
+fn produce(topic: &str, n: u64) {
+    let status = verifiable_producer(topic, n, 100_000)
+        .wait()
+        .expect("the producer runs");
+    assert!(status.success(), "kafka-verifiable-producer failed");
+}
+
+/// Waits until the remote topic's ends equal the source's, partition by partition.
+fn wait_copied(topic: &str, remote: &str, members: &[&Member]) {
+    let tb = Testbed::get();
+    eventually(
+        60,
+        "the target to hold every source record",
+        || logs(members),
+        || {
+            let src = offsets(tb.source(), topic);
+            let dst = strait_tests::log::try_offsets(tb.target(), remote)?;
+            (src.iter().map(|o| o.1).collect::<Vec<_>>()
+                == dst.iter().map(|o| o.1).collect::<Vec<_>>())
+            .then_some(())
+        },
+    );
+}
+
+#[test]
+fn one_instance_then_two_more_share_the_partitions_and_copy_each_record_once() {
+    let tb = Testbed::get();
+    let topic = unique("group");
+    create_topic(tb.source(), &topic, 12, &[]);
+    produce(&topic, 600);
+    // Aliases of its own, so that its heartbeats can be counted.
+    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let (src, tgt) = (format!("S{tag}"), format!("T{tag}"));
+    let remote = format!("{src}.{topic}");
+    let cfg = testbed_clusters_config(
+        &src,
+        &tgt,
+        &format!(
+            "{src}->{tgt}.enabled = true\n{src}->{tgt}.topics = {topic}\n\
+             {tgt}->{src}.emit.heartbeats.enabled = false\n\
+             heartbeats.replication.enabled = false\n\
+             emit.heartbeats.interval.seconds = 1\n{GROUP}"
+        ),
+    );
+
+    let first = Member::start(&cfg);
+    // Alone: a group of one holds everything.
+    let units = wait_balanced(&[&first], 12);
+    assert_eq!(units, vec![13]);
+    wait_copied(&topic, &remote, &[&first]);
+
+    let second = Member::start(&cfg);
+    let third = Member::start(&cfg);
+    let all = [&first, &second, &third];
+    let units = wait_balanced(&all, 12);
+    assert_eq!(units.iter().sum::<usize>(), 13);
+    produce(&topic, 600);
+    wait_copied(&topic, &remote, &all);
+    // Copied exactly once: the hand-over flushed the progress before the partitions moved.
+    let total: i64 = offsets(tb.target(), &remote).iter().map(|o| o.1).sum();
+    assert_eq!(total, 1200, "{}", logs(&all));
+
+    // The remote topic was created once, by the first member; only one member holds the
+    // singleton duties.
+    let created: usize = all
+        .iter()
+        .map(|m| m.strait.stderr().matches("created remote topic").count())
+        .sum();
+    assert_eq!(created, 1, "{}", logs(&all));
+    let singletons = all
+        .iter()
+        .filter(|m| m.status().is_some_and(|v| v["group"]["singleton"] == true))
+        .count();
+    assert_eq!(singletons, 1);
+    // `strait ctl status` shows the group.
+    let out = Command::new(STRAIT)
+        .args(["ctl", "--api", &second.api, "status"])
+        .output()
+        .expect("strait ctl runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("group strait-") && text.contains(": stable, generation"),
+        "{text}"
+    );
+    assert!(
+        text.contains("MEMBER") && text.contains("last rebalance:"),
+        "{text}"
+    );
+    // A reload cannot be agreed by several members: refused, naming the group, and nothing
+    // changes (a changed file would otherwise replicate beside the others' configuration).
+    let out = Command::new(STRAIT)
+        .args(["ctl", "--api", &second.api, "reload"])
+        .output()
+        .expect("strait ctl runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("409") && err.contains("group strait-"),
+        "{err}"
+    );
+    // MM2's heartbeats (every second) come from that one member only.
+    let since = now_ms();
+    std::thread::sleep(Duration::from_secs(5));
+    let until = now_ms();
+    let beats = read_topic(tb.target(), "heartbeats")
+        .values()
+        .flatten()
+        .filter(|r| {
+            let (Some(k), Some(v)) = (r.key.as_deref(), r.value.as_deref()) else {
+                return false;
+            };
+            Heartbeat::decode(k, v)
+                .is_ok_and(|h| h.source_alias == src && (since..until).contains(&h.timestamp_ms))
+        })
+        .count();
+    assert!(
+        (3..=7).contains(&beats),
+        "{beats} heartbeats in 5 s\n{}",
+        logs(&all)
+    );
+
+    for m in all {
+        m.strait.signal("TERM");
+    }
+    for m in [first, second, third] {
+        m.strait.wait(Duration::from_secs(30)).expect_code(0);
+    }
+}
+
+#[test]
+fn a_member_with_other_topics_is_refused_and_names_the_key() {
+    let tb = Testbed::get();
+    let (t1, t2) = (unique("grp-a"), unique("grp-b"));
+    create_topic(tb.source(), &t1, 1, &[]);
+    create_topic(tb.source(), &t2, 1, &[]);
+    let group = format!("strait.group.id = {}\n{GROUP}", unique("refuse"));
+    let first = Member::start(&testbed_mm2_config(&t1, &group));
+    eventually(
+        60,
+        "the first member stable",
+        || first.strait.stderr(),
+        || first.group(),
+    );
+    let second = Strait::start(Path::new(STRAIT), &testbed_mm2_config(&t2, &group), &[]);
+    let exit = second.wait(Duration::from_secs(60));
+    assert_ne!(exit.code, Some(0), "{}", exit.stderr);
+    assert!(
+        exit.stderr.contains("A->B.topics (different value)"),
+        "{}",
+        exit.stderr
+    );
+    // The first member goes on, alone.
+    eventually(
+        30,
+        "the first member alone again",
+        || first.strait.stderr(),
+        || first.group().filter(|g| g.1 == 1),
+    );
+    first.strait.signal("TERM");
+    first.strait.wait(Duration::from_secs(30)).expect_code(0);
+}
+
+/// Kafka's `kafka-verifiable-producer`: `n` records at `per_second`, acks=all.
+fn verifiable_producer(topic: &str, n: u64, per_second: u64) -> std::process::Child {
+    Command::new(repo_root().join("scripts/kafka-tool"))
+        .args([
+            "kafka-verifiable-producer",
+            "--bootstrap-server",
+            Testbed::get().source(),
+            "--topic",
+            topic,
+            "--max-messages",
+            &n.to_string(),
+            "--throughput",
+            &per_second.to_string(),
+            "--acks",
+            "-1",
+            "--repeating-keys",
+            "1000",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kafka-verifiable-producer starts")
+}
+
+/// Source records missing on the target and target records beyond the source's (duplicates),
+/// comparing values partition by partition.
+fn lost_and_duplicates(topic: &str) -> (usize, usize) {
+    let tb = Testbed::get();
+    let src = read_topic(tb.source(), topic);
+    let dst = read_topic(tb.target(), &format!("A.{topic}"));
+    let (mut lost, mut dups) = (0, 0);
+    for (p, records) in &src {
+        let mut got: BTreeMap<String, usize> = BTreeMap::new();
+        for r in dst.get(p).into_iter().flatten() {
+            *got.entry(r.value_str()).or_default() += 1;
+        }
+        let held: usize = got.values().sum();
+        lost += records
+            .iter()
+            .filter(|r| !got.contains_key(&r.value_str()))
+            .count();
+        dups += held.saturating_sub(records.len());
+    }
+    (lost, dups)
+}
+
+/// Three members of one group replicating a new topic of six partitions, balanced.
+fn three_members(prefix: &str) -> (String, std::path::PathBuf, Vec<Member>) {
+    let topic = unique(prefix);
+    create_topic(Testbed::get().source(), &topic, 6, &[]);
+    let cfg = testbed_mm2_config(&topic, GROUP);
+    let members: Vec<Member> = (0..3).map(|_| Member::start(&cfg)).collect();
+    wait_balanced(&members.iter().collect::<Vec<_>>(), 6);
+    (topic, cfg, members)
+}
+
+/// A member that does not hold the singleton duties, and the others.
+fn pick_plain_member(members: &[Member]) -> (usize, Vec<&Member>) {
+    let i = members
+        .iter()
+        .position(|m| m.status().is_some_and(|v| v["group"]["singleton"] != true))
+        .expect("a member without the singleton duties");
+    let rest = members
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != i)
+        .map(|(_, m)| m)
+        .collect();
+    (i, rest)
+}
+
+/// After the producer ended: waits until no source record is missing on the target, checks
+/// that stored progress never moved back, and returns the duplicates.
+fn finish_production(
+    producer: &mut std::process::Child,
+    topic: &str,
+    members: &[&Member],
+) -> usize {
+    assert!(producer.wait().expect("producer ends").success());
+    let dups = eventually(
+        60,
+        "every record on the target",
+        || logs(members),
+        || {
+            let (lost, dups) = lost_and_duplicates(topic);
+            (lost == 0).then_some(dups)
+        },
+    );
+    assert_progress_never_moved_back(topic);
+    dups
+}
+
+/// SIGTERM to each member, every one exiting cleanly.
+fn stop_all(members: Vec<Member>) {
+    for m in &members {
+        m.strait.signal("TERM");
+    }
+    for m in members {
+        m.strait.wait(Duration::from_secs(30)).expect_code(0);
+    }
+}
+
+#[test]
+fn a_killed_member_loses_nothing_and_its_partitions_resume_elsewhere() {
+    let (topic, _, members) = three_members("group-kill");
+    let mut producer = verifiable_producer(&topic, 6_000, 1_000);
+    std::thread::sleep(Duration::from_secs(2));
+    let (victim, rest) = pick_plain_member(&members);
+    members[victim].strait.signal("KILL");
+    let killed_at = Instant::now();
+    wait_balanced(&rest, 6);
+    let moved = killed_at.elapsed();
+    assert!(
+        moved < Duration::from_secs(6 + 8),
+        "the partitions moved after {moved:?}"
+    );
+    let dups = finish_production(&mut producer, &topic, &rest);
+    // At most what was in flight: a second of production and the killed member's unflushed
+    // progress (written every second).
+    assert!(dups <= 2_000, "{dups} duplicates");
+    eprintln!("moved after {moved:?}, {dups} duplicates");
+    let mut members = members;
+    drop(members.remove(victim));
+    stop_all(members);
+}
+
+/// Every progress record written for `topic`'s partitions, in log order: the stored position
+/// of a partition never moves back (a member that lost its partitions writes none of theirs).
+fn assert_progress_never_moved_back(topic: &str) {
+    let tb = Testbed::get();
+    let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+    for r in read_records(tb.target(), &progress::topic_name("A"), 0) {
+        let (Some(k), Some(v)) = (r.key.as_deref(), r.value.as_deref()) else {
+            continue;
+        };
+        let Ok(Some((tp, Some(e)))) = progress::decode("A", k, Some(v)) else {
+            continue;
+        };
+        if tp.topic != topic {
+            continue;
+        }
+        let before = last.insert(tp.partition, e.next_offset).unwrap_or(-1);
+        assert!(
+            e.next_offset >= before,
+            "the progress of {topic}-{} moved back from {before} to {} (at offset {} of the progress topic)",
+            tp.partition,
+            e.next_offset,
+            r.offset
+        );
+    }
+    assert!(!last.is_empty(), "no progress stored for {topic}");
+}
+
+#[test]
+fn a_member_stopped_past_its_session_is_fenced_writes_nothing_stale_and_rejoins() {
+    let (topic, _, members) = three_members("group-stop");
+    let mut producer = verifiable_producer(&topic, 10_000, 1_000);
+    std::thread::sleep(Duration::from_secs(2));
+    let (frozen, rest) = pick_plain_member(&members);
+    members[frozen].strait.signal("STOP");
+    let stopped_at = Instant::now();
+    wait_balanced(&rest, 6);
+    // Well past the session timeout (6 s): the others replicate its partitions by now.
+    std::thread::sleep(Duration::from_secs(10).saturating_sub(stopped_at.elapsed()));
+    members[frozen].strait.signal("CONT");
+    let all: Vec<&Member> = members.iter().collect();
+    wait_balanced(&all, 6);
+    let log = members[frozen].strait.stderr();
+    assert!(
+        log.contains("local session deadline") || log.contains("fenced this member"),
+        "{log}"
+    );
+    let dups = finish_production(&mut producer, &topic, &all);
+    // What its shards had fetched when frozen is produced after SIGCONT, before the control
+    // loop revokes it: duplicates (a few seconds of production at most), never a loss.
+    assert!(dups <= 3_000, "{dups} duplicates");
+    eprintln!("SIGSTOP past the session: {dups} duplicates");
+    stop_all(members);
+}
+
+#[test]
+fn a_rolling_restart_of_every_member_loses_nothing() {
+    let (topic, cfg, mut members) = three_members("group-roll");
+    let mut producer = verifiable_producer(&topic, 12_000, 1_000);
+    for i in 0..3 {
+        stop_all(vec![members.remove(i)]);
+        members.insert(i, Member::start(&cfg));
+        wait_balanced(&members.iter().collect::<Vec<_>>(), 6);
+    }
+    let dups = finish_production(&mut producer, &topic, &members.iter().collect::<Vec<_>>());
+    // Clean stops and hand-overs flush their progress first: nothing is copied twice.
+    assert_eq!(dups, 0);
+    stop_all(members);
+}

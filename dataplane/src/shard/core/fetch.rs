@@ -1,0 +1,476 @@
+//! Fetching: one Fetch request in flight per (source broker, flow, isolation level) group,
+//! sized from the shard's memory budget, and the partitions' slices of each response handed
+//! to their state machines.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{BrokerId as KafkaBrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::routing::BrokerId;
+use super::{Action, RequestId, ShardCore};
+use crate::shard::channel::{
+    FailureKind, FetchSettings, FlowId, IsolationLevel, PartitionKey, StallReason,
+};
+use crate::shard::partition::{Fetched, FrameTicket};
+use crate::wire::WireError;
+
+/// A fetch response as the driver hands it over: decoded, with the size of its frame (the
+/// memory its record sets hold until the last batch cut from it is acknowledged).
+#[derive(Debug)]
+pub struct FetchedFrame {
+    pub response: FetchResponse,
+    pub frame_bytes: usize,
+}
+
+/// Partitions fetched together: same source broker, flow and isolation level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct FetchGroup {
+    broker: BrokerId,
+    flow: FlowId,
+    isolation: IsolationLevel,
+}
+
+#[derive(Debug)]
+struct FetchInFlight {
+    group: FetchGroup,
+    generation: u32,
+    reserved: usize,
+    sent: Vec<PartitionKey>,
+    deadline: Instant,
+}
+
+/// The fetch side's state.
+#[derive(Debug, Default)]
+pub(super) struct Fetches {
+    in_flight: HashMap<RequestId, FetchInFlight>,
+    /// The request in flight of each group (at most one).
+    busy: HashMap<FetchGroup, RequestId>,
+    /// When each group last sent a request (see [`defer_idle_fetch`]).
+    sent_at: HashMap<FetchGroup, Instant>,
+    /// Bytes reserved by fetches in flight (their `max_bytes`).
+    pub(super) reserved: usize,
+    rotation: usize,
+}
+
+#[derive(Default)]
+struct GroupPlan {
+    keys: Vec<PartitionKey>,
+    any_has_data: bool,
+    any_backlogged: bool,
+}
+
+impl Fetches {
+    /// The groups with a fetch in flight (diagnostics).
+    pub(super) fn busy_groups(&self) -> Vec<(BrokerId, RequestId)> {
+        self.busy.iter().map(|(g, id)| (g.broker, *id)).collect()
+    }
+}
+
+impl ShardCore {
+    /// Starts one fetch for every group that has partitions wanting data, a free connection
+    /// and room in the memory budget.
+    pub(super) fn plan_fetches(&mut self, now: Instant) {
+        if self.shutdown_since.is_some() {
+            return;
+        }
+        let groups = self.fetch_groups();
+        let group_count = groups.len();
+        for (group, plan) in groups {
+            if plan.keys.is_empty() || self.fetches.busy.contains_key(&group) {
+                continue;
+            }
+            let settings = self.parts[&plan.keys[0]].p.fetch;
+            if defer_idle_fetch(
+                plan.any_has_data,
+                plan.any_backlogged,
+                self.fetches.sent_at.get(&group).copied(),
+                now,
+                settings.max_wait_ms,
+            ) {
+                continue;
+            }
+            let Some(generation) = self.ready_conn(group.broker, now) else {
+                continue;
+            };
+            let used = self.in_use.get() + self.fetches.reserved;
+            let Some(max_bytes) = fetch_room(
+                self.cfg.memory_budget_bytes,
+                used,
+                settings,
+                plan.keys.len(),
+                group_count,
+            ) else {
+                self.stall_for_memory(&plan.keys, used, now);
+                continue; // wait for produced batches to free memory
+            };
+            self.start_fetch(group, generation, plan.keys, settings, max_bytes, now);
+        }
+    }
+
+    /// The fetch groups of partitions that want data or wait on the target.
+    fn fetch_groups(&self) -> BTreeMap<FetchGroup, GroupPlan> {
+        let mut groups: BTreeMap<FetchGroup, GroupPlan> = BTreeMap::new();
+        for (k, o) in &self.parts {
+            let cap = (o.p.fetch.partition_max_bytes.max(1) as usize).saturating_mul(2);
+            let Some(broker) = o.source_leader else {
+                continue;
+            };
+            let wants = o.p.wants_fetch(cap);
+            let backlogged = o.p.backlogged(cap);
+            if !wants && !backlogged {
+                continue;
+            }
+            let g = groups
+                .entry(FetchGroup {
+                    broker,
+                    flow: k.flow,
+                    isolation: o.p.fetch.isolation_level,
+                })
+                .or_default();
+            if wants {
+                g.keys.push(k.clone());
+                g.any_has_data |= !o.p.caught_up();
+            }
+            g.any_backlogged |= backlogged;
+        }
+        groups
+    }
+
+    fn stall_for_memory(&mut self, keys: &[PartitionKey], used: usize, now: Instant) {
+        let detail = format!(
+            "{used} of the shard's {} bytes are held by fetched batches waiting for the target",
+            self.cfg.memory_budget_bytes
+        );
+        for k in keys {
+            if let Some(o) = self.parts.get_mut(k) {
+                o.p.stall_source(StallReason::MemoryBudget, &detail, now);
+            }
+        }
+    }
+
+    fn start_fetch(
+        &mut self,
+        group: FetchGroup,
+        generation: u32,
+        mut keys: Vec<PartitionKey>,
+        settings: FetchSettings,
+        max_bytes: usize,
+        now: Instant,
+    ) {
+        for k in &keys {
+            if let Some(o) = self.parts.get_mut(k) {
+                o.p.clear_source_stall(StallReason::MemoryBudget);
+                o.p.fetch_started();
+            }
+        }
+        // Rotate so that a large batch of a later partition eventually leads a response
+        // (the broker returns an oversized batch whole only for the first partition).
+        self.fetches.rotation = self.fetches.rotation.wrapping_add(1);
+        let r = self.fetches.rotation % keys.len();
+        keys.rotate_left(r);
+        let request = self.fetch_request(&keys, settings, group.isolation, max_bytes);
+        let id = self.next_request_id();
+        let timeout = self.request_timeout(group.broker)
+            + Duration::from_millis(u64::try_from(settings.max_wait_ms).unwrap_or(0));
+        self.stats.fetch_requests += 1;
+        self.fetches.busy.insert(group, id);
+        self.fetches.sent_at.insert(group, now);
+        self.fetches.reserved += max_bytes;
+        self.fetches.in_flight.insert(
+            id,
+            FetchInFlight {
+                group,
+                generation,
+                reserved: max_bytes,
+                sent: keys,
+                deadline: now + timeout,
+            },
+        );
+        self.note_sent(group.broker);
+        self.actions.push_back(Action::Fetch {
+            id,
+            broker: group.broker,
+            request: Box::new(request),
+        });
+    }
+
+    fn fetch_request(
+        &self,
+        keys: &[PartitionKey],
+        settings: FetchSettings,
+        isolation: IsolationLevel,
+        max_bytes: usize,
+    ) -> FetchRequest {
+        let mut by_topic: Vec<(Arc<str>, Vec<FetchPartition>)> = Vec::new();
+        for k in keys {
+            let p = &self.parts[k].p;
+            let fp = FetchPartition::default()
+                .with_partition(k.partition)
+                .with_current_leader_epoch(-1)
+                .with_fetch_offset(p.fetch_offset())
+                .with_last_fetched_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(settings.partition_max_bytes);
+            match by_topic.iter_mut().find(|(t, _)| *t == k.topic) {
+                Some((_, v)) => v.push(fp),
+                None => by_topic.push((k.topic.clone(), vec![fp])),
+            }
+        }
+        FetchRequest::default()
+            .with_replica_id(KafkaBrokerId(-1))
+            .with_max_wait_ms(settings.max_wait_ms)
+            .with_min_bytes(settings.min_bytes)
+            .with_max_bytes(i32::try_from(max_bytes).unwrap_or(i32::MAX))
+            .with_isolation_level(isolation.wire())
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        FetchTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            )
+    }
+
+    /// The time a request to `broker` may take before the core gives up on its connection.
+    /// The driver's connection times out at `request.timeout.ms` itself; the slack lets that
+    /// more precise error arrive first.
+    pub(super) fn request_timeout(&self, broker: BrokerId) -> Duration {
+        let cluster = self.routing.broker(broker).cluster;
+        let ms = self
+            .routing
+            .cluster(cluster)
+            .endpoint
+            .config
+            .request_timeout_ms;
+        Duration::from_millis(ms.saturating_add(1_000))
+    }
+
+    /// A fetch finished (or could not be sent).
+    pub fn handle_fetch_response(
+        &mut self,
+        id: RequestId,
+        result: Result<FetchedFrame, WireError>,
+        now: Instant,
+    ) {
+        let Some(f) = self.fetches.in_flight.remove(&id) else {
+            return; // abandoned with its connection
+        };
+        self.dirty = true;
+        self.fetch_done(id, &f);
+        self.note_answered(f.group.broker, f.generation);
+        match result {
+            Ok(frame) => {
+                self.broker_answered(f.group.broker, now);
+                self.on_fetch_response(f.group, frame, now);
+            }
+            Err(e @ WireError::UnsupportedVersion { .. }) => {
+                self.fail_keys(&f.sent, FailureKind::Other, &e.to_string());
+            }
+            Err(e) => {
+                self.fetch_lost(&f, &e, now);
+                self.conn_failed(f.group.broker, &e, now);
+            }
+        }
+    }
+
+    fn fetch_done(&mut self, id: RequestId, f: &FetchInFlight) {
+        if self.fetches.busy.get(&f.group) == Some(&id) {
+            self.fetches.busy.remove(&f.group);
+        }
+        self.fetches.reserved = self.fetches.reserved.saturating_sub(f.reserved);
+    }
+
+    fn fetch_lost(&mut self, f: &FetchInFlight, e: &WireError, now: Instant) {
+        let detail = e.to_string();
+        for k in &f.sent {
+            if let Some(o) = self.parts.get_mut(k) {
+                o.source_leader = None;
+                o.p.needs_source_leader = true;
+                o.p.stall_source(StallReason::SourceUnreachable, &detail, now);
+            }
+        }
+    }
+
+    /// Abandons the fetches in flight on `broker` (its connection failed).
+    pub(super) fn abandon_fetches(&mut self, broker: BrokerId, e: &WireError, now: Instant) {
+        let ids: Vec<RequestId> = self
+            .fetches
+            .in_flight
+            .iter()
+            .filter(|(_, f)| f.group.broker == broker)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some(f) = self.fetches.in_flight.remove(&id) {
+                self.fetch_done(id, &f);
+                self.fetch_lost(&f, e, now);
+            }
+        }
+    }
+
+    /// The broker owing the oldest answer past its deadline, if any.
+    pub(super) fn overdue_fetch(&self, now: Instant) -> Option<(BrokerId, Duration)> {
+        self.fetches
+            .in_flight
+            .values()
+            .filter(|f| now >= f.deadline)
+            .map(|f| (f.group.broker, self.request_timeout(f.group.broker)))
+            .next()
+    }
+
+    fn on_fetch_response(&mut self, group: FetchGroup, frame: FetchedFrame, now: Instant) {
+        self.stats.fetch_bytes += frame.frame_bytes as u64;
+        let ticket = FrameTicket::new(frame.frame_bytes, &self.in_use);
+        let resp = frame.response;
+        if resp.error_code != 0 {
+            let addr = self.routing.addr(group.broker).to_string();
+            tracing::warn!(shard = self.cfg.index, broker = %addr, code = resp.error_code, "fetch error");
+            return;
+        }
+        let mut failures = Vec::new();
+        for t in resp.responses {
+            let topic: Arc<str> = Arc::from(t.topic.0.as_str());
+            for pd in t.partitions {
+                let pk = PartitionKey {
+                    flow: group.flow,
+                    topic: topic.clone(),
+                    partition: pd.partition_index,
+                };
+                let Some(o) = self.parts.get_mut(&pk) else {
+                    continue;
+                };
+                let data = Fetched {
+                    error_code: pd.error_code,
+                    high_watermark: pd.high_watermark,
+                    last_stable_offset: pd.last_stable_offset,
+                    log_start_offset: pd.log_start_offset,
+                    aborted: pd
+                        .aborted_transactions
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|a| (a.producer_id.0, a.first_offset))
+                        .collect(),
+                    records: pd.records,
+                };
+                match o.p.handle_fetch(data, &ticket, now, &mut self.stats) {
+                    Ok(()) => {
+                        if o.p.needs_source_leader {
+                            o.source_leader = None;
+                        }
+                    }
+                    Err(f) => failures.push((pk, f)),
+                }
+            }
+        }
+        for (k, f) in failures {
+            self.report_failure(&k, f);
+        }
+    }
+}
+
+/// Whether to hold back a fetch whose partitions are all caught up while others of the same
+/// group wait on the target. The broker holds such a fetch for up to `max_wait_ms`, and a
+/// connection serves one request at a time, so sending it would keep the busy partitions from
+/// fetching again until it returns: one idle partition (a heartbeats topic) cut a 1 GiB catch-up
+/// from 540 to 50 MiB/s. So wait for the busy ones to join, but still poll the idle ones at least
+/// every `max_wait_ms`, in case the busy ones are stuck.
+pub(super) fn defer_idle_fetch(
+    any_has_data: bool,
+    any_backlogged: bool,
+    last_sent: Option<Instant>,
+    now: Instant,
+    max_wait_ms: i32,
+) -> bool {
+    let max_wait = Duration::from_millis(u64::try_from(max_wait_ms).unwrap_or(0));
+    !any_has_data
+        && any_backlogged
+        && last_sent.is_some_and(|at| now.saturating_duration_since(at) < max_wait)
+}
+
+/// The response size a new fetch of `partitions` partitions may ask for, or `None` to wait for
+/// memory to be freed. The size is reserved until the response arrives, so it asks for no more
+/// than its partitions can return, and for no more than a fair share of the budget among the
+/// shard's `groups` fetch groups: one group's long poll must not hold the whole budget while
+/// another group waits (it did, with a 48 MiB budget and a 50 MiB `fetch.max.bytes`). A fetch
+/// goes out once a whole partition's worth fits (or the whole budget, when one partition's worth
+/// is larger than the budget: a shard must not wait for room it can never have).
+pub(super) fn fetch_room(
+    budget_bytes: usize,
+    used_bytes: usize,
+    settings: FetchSettings,
+    partitions: usize,
+    groups: usize,
+) -> Option<usize> {
+    let remaining = budget_bytes.saturating_sub(used_bytes);
+    let partition_bytes = settings.partition_max_bytes.max(1) as usize;
+    let floor = partition_bytes.min(budget_bytes.max(1));
+    if remaining < floor {
+        return None;
+    }
+    let share = (budget_bytes / groups.max(1)).max(floor);
+    let cap = (settings.max_bytes.max(1) as usize)
+        .min(partition_bytes.saturating_mul(partitions.max(1)))
+        .min(share);
+    Some(cap.min(remaining))
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_fetch_waits_for_busy_partitions_but_not_forever() {
+        let t0 = Instant::now();
+        let soon = t0 + Duration::from_millis(10);
+        let late = t0 + Duration::from_millis(500);
+        // Idle partitions only, others busy writing, fetched recently: hold back.
+        assert!(defer_idle_fetch(false, true, Some(t0), soon, 500));
+        // ...but not past max_wait_ms, in case the busy partitions are stuck.
+        assert!(!defer_idle_fetch(false, true, Some(t0), late, 500));
+        // Nothing busy in the group: a long poll blocks no one.
+        assert!(!defer_idle_fetch(false, false, Some(t0), soon, 500));
+        // Some partition has data, so the broker answers at once.
+        assert!(!defer_idle_fetch(true, true, Some(t0), soon, 500));
+        // The group never fetched: the first fetch goes out.
+        assert!(!defer_idle_fetch(false, true, None, soon, 500));
+        // A non-positive wait never defers.
+        assert!(!defer_idle_fetch(false, true, Some(t0), t0, 0));
+        assert!(!defer_idle_fetch(false, true, Some(t0), t0, -1));
+    }
+
+    #[test]
+    fn fetch_room_is_bounded_by_the_budget_and_never_waits_for_the_impossible() {
+        let s = FetchSettings {
+            partition_max_bytes: 1 << 20,
+            max_bytes: 50 << 20,
+            ..FetchSettings::default()
+        };
+        assert_eq!(fetch_room(64 << 20, 0, s, 1000, 1), Some(50 << 20));
+        assert_eq!(fetch_room(64 << 20, 60 << 20, s, 1000, 1), Some(4 << 20));
+        assert_eq!(fetch_room(64 << 20, (63 << 20) + 1, s, 1000, 1), None);
+        assert_eq!(fetch_room(64 << 20, 80 << 20, s, 1000, 1), None);
+        // No more than the partitions can return...
+        assert_eq!(fetch_room(64 << 20, 0, s, 4, 1), Some(4 << 20));
+        // ...and no more than a fair share, so that another group can fetch meanwhile.
+        assert_eq!(fetch_room(48 << 20, 0, s, 1000, 2), Some(24 << 20));
+        assert_eq!(fetch_room(48 << 20, 24 << 20, s, 1000, 2), Some(24 << 20));
+        assert_eq!(fetch_room(3 << 20, 0, s, 1000, 8), Some(1 << 20));
+        // One partition's worth is more than the whole budget: fetch when nothing is held.
+        let big = FetchSettings {
+            partition_max_bytes: 8 << 20,
+            ..s
+        };
+        assert_eq!(fetch_room(2 << 20, 0, big, 3, 1), Some(2 << 20));
+        assert_eq!(fetch_room(2 << 20, 1, big, 3, 1), None);
+    }
+}

@@ -1,0 +1,569 @@
+//! The shard's decisions, sans IO: which connections to open, which leaders to look up, which
+//! fetch and produce requests to send, when to retry, when to give up, what to tell control.
+//!
+//! [`ShardCore`] owns the partition state machines ([`super::partition`]) and everything the
+//! shard knows about clusters, brokers and requests in flight. It owns no socket and reads no
+//! clock: a driver ([`super::driver`] on tokio-uring or epoll, or the simulation in the tests)
+//! feeds it
+//! - commands from control ([`ShardCore::handle_command`]),
+//! - completions: connections ([`ShardCore::handle_connected`]), leader lookups
+//!   ([`ShardCore::handle_leaders`]), producer ids ([`ShardCore::handle_producer_id`]), fetch
+//!   and produce responses ([`ShardCore::handle_fetch_response`],
+//!   [`ShardCore::handle_produce_response`]), each with the time it arrived,
+//! - and the passing of time ([`ShardCore::handle_timers`]), at least every `tick_ms`;
+//!
+//! and takes out the work to do ([`ShardCore::poll_action`]: requests to send, connections to
+//! open or drop) and the events for control ([`ShardCore::poll_event`]). The driver must
+//! perform actions in the order they come and enqueue each request on its connection before
+//! taking the next action: wire order is then build order, which keeps every partition's
+//! sequence numbers in order. A request the driver cannot enqueue is answered at once with an
+//! error.
+//!
+//! Duties, one module each: [`routing`] (clusters, broker ids, leader lookups),
+//! [`connections`] (connection states, backoff, deadlines), [`fetch`] and [`produce`].
+#![deny(clippy::disallowed_methods)]
+
+pub mod connections;
+pub mod fetch;
+pub mod produce;
+pub mod routing;
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::FetchRequest;
+
+use super::backoff::{Incidents, Jitter};
+use super::channel::ShardConfig;
+use super::channel::{Assignment, FailureKind, PartitionKey, ShardCommand, ShardEvent, ShardStats};
+use super::partition::{Failure, Partition, SequenceState, Status};
+use connections::Conn;
+pub use connections::ConnInfo;
+pub use fetch::FetchedFrame;
+pub use produce::{ProduceRequestPlan, ProducerIdError};
+use routing::Routing;
+pub use routing::{BrokerId, ClusterId, Leaders};
+
+/// Identifies one request the core asked for, in its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(pub u64);
+
+/// Work for the driver, in the order it must be done.
+#[derive(Debug)]
+pub enum Action {
+    /// Open a connection to `addr` (a broker of `cluster`) and answer with
+    /// [`ShardCore::handle_connected`] for this `generation`.
+    Connect {
+        broker: BrokerId,
+        generation: u32,
+        cluster: ClusterId,
+        addr: Arc<str>,
+    },
+    /// Close this connection; whatever is still in flight on it fails (its answers are no
+    /// longer awaited by the core).
+    Disconnect { broker: BrokerId, generation: u32 },
+    /// Ask any broker of `cluster` who leads these topics' partitions; answer with
+    /// [`ShardCore::handle_leaders`].
+    LookupLeaders {
+        id: RequestId,
+        cluster: ClusterId,
+        topics: Vec<Arc<str>>,
+    },
+    /// Get an idempotent producer id from `cluster`; answer with
+    /// [`ShardCore::handle_producer_id`].
+    InitProducerId { id: RequestId, cluster: ClusterId },
+    /// Send on the current connection to `broker`; answer with
+    /// [`ShardCore::handle_fetch_response`].
+    Fetch {
+        id: RequestId,
+        broker: BrokerId,
+        request: Box<FetchRequest>,
+    },
+    /// Encode at the connection's Produce version and send on the current connection to
+    /// `broker`; answer with [`ShardCore::handle_produce_response`].
+    Produce {
+        id: RequestId,
+        broker: BrokerId,
+        request: ProduceRequestPlan,
+    },
+}
+
+/// Which side of a flow a cluster or leader is on for a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Source,
+    Target,
+}
+
+/// What an incident of failures is about (see [`Incidents`]): the log says what happened once
+/// per incident, not once per retry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Incident {
+    /// Connecting to the broker, or requests on its connection, fail.
+    Broker(BrokerId),
+    /// Leader lookups on the cluster fail.
+    Lookup(ClusterId),
+    /// The cluster gives no producer id.
+    ProducerId(ClusterId),
+}
+
+/// A target partition, for the sequence numbers this shard's producer has used on it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct TargetPartition {
+    cluster: ClusterId,
+    topic: Arc<str>,
+    partition: i32,
+}
+
+/// A partition the shard owns, with its routing.
+#[derive(Debug)]
+pub(crate) struct Owned {
+    pub(crate) p: Partition,
+    pub(crate) source: ClusterId,
+    pub(crate) target: ClusterId,
+    pub(crate) source_leader: Option<BrokerId>,
+    pub(crate) target_leader: Option<BrokerId>,
+    pub(crate) revoking: bool,
+    /// A failure waiting for room in the event queue.
+    unreported_failure: bool,
+}
+
+/// The shard's state machine.
+#[derive(Debug)]
+pub struct ShardCore {
+    cfg: ShardConfig,
+    parts: BTreeMap<PartitionKey, Owned>,
+    routing: Routing,
+    conns: Vec<Conn>,
+    producers: HashMap<ClusterId, produce::ProducerIdState>,
+    /// Sequence state of target partitions this shard wrote and no longer owns: a partition
+    /// assigned here again continues the sequence the broker expects from our producer.
+    sequences: HashMap<TargetPartition, SequenceState>,
+    fetches: fetch::Fetches,
+    produces: produce::Produces,
+    /// Bytes of fetch response frames still referenced by queued batches.
+    in_use: Rc<Cell<usize>>,
+    stats: ShardStats,
+    jitter: Jitter,
+    incidents: Incidents<Incident>,
+    next_request: u64,
+    actions: VecDeque<Action>,
+    /// Whether something changed since the last planning.
+    dirty: bool,
+    /// Events for control, bounded by `max_pending_events` (see [`ShardCore::poll_event`]).
+    outbox: VecDeque<ShardEvent>,
+    report: Option<ShardEvent>,
+    next_report: Instant,
+    shutdown_since: Option<Instant>,
+    stopped: bool,
+    /// For record timing (see [`ShardCore::set_wall_clock`]).
+    wall: Option<super::timing::WallClock>,
+}
+
+impl ShardCore {
+    /// `seed` drives the backoff jitter (the simulation replays by it).
+    pub fn new(cfg: ShardConfig, now: Instant, seed: u64) -> Self {
+        let summary = Duration::from_millis(cfg.incident_summary_interval_ms.max(1));
+        ShardCore {
+            next_report: now + Duration::from_millis(cfg.report_interval_ms),
+            cfg,
+            parts: BTreeMap::new(),
+            routing: Routing::default(),
+            conns: Vec::new(),
+            producers: HashMap::new(),
+            sequences: HashMap::new(),
+            fetches: fetch::Fetches::default(),
+            produces: produce::Produces::default(),
+            in_use: Rc::new(Cell::new(0)),
+            stats: ShardStats::default(),
+            jitter: Jitter::new(seed),
+            incidents: Incidents::new(summary),
+            next_request: 0,
+            actions: VecDeque::new(),
+            dirty: true,
+            outbox: VecDeque::new(),
+            report: None,
+            shutdown_since: None,
+            stopped: false,
+            wall: None,
+        }
+    }
+
+    /// The wall clock the partitions time records by (record age, replication latency);
+    /// partitions assigned before it is set are not timed.
+    pub fn set_wall_clock(&mut self, wall: super::timing::WallClock) {
+        self.wall = Some(wall);
+    }
+
+    pub fn index(&self) -> usize {
+        self.cfg.index
+    }
+
+    /// How to reach `cluster` (for the driver's lookups, producer ids and connections).
+    pub fn endpoint(&self, cluster: ClusterId) -> &Arc<super::ClusterEndpoint> {
+        &self.routing.cluster(cluster).endpoint
+    }
+
+    /// Bytes of fetched data held: frames referenced by queued batches, plus what in-flight
+    /// fetches may return. Stays within `memory_budget_bytes` plus one oversized batch.
+    pub fn memory_in_use(&self) -> usize {
+        self.in_use.get()
+    }
+
+    /// Bytes reserved for fetches in flight.
+    pub fn memory_reserved(&self) -> usize {
+        self.fetches.reserved
+    }
+
+    /// The progress of every owned partition, as the next report will carry it.
+    pub fn progress(&self) -> Vec<super::PartitionProgress> {
+        self.parts.values().map(|o| o.p.progress()).collect()
+    }
+
+    /// Whether the shard has stopped (its last events are in the queue).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Whether a shutdown is under way.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown_since.is_some()
+    }
+
+    /// A partition's routing and state in words, for diagnostics.
+    pub fn describe(&self, key: &PartitionKey) -> String {
+        match self.parts.get(key) {
+            None => format!("{key} is not owned"),
+            Some(o) => {
+                format!(
+                    "{key}: {:?}, source leader {:?} (needed: {}), target leader {:?} (needed: {}), producer: {}, revoking: {}",
+                    o.p.status(),
+                    o.source_leader.map(|b| self.routing.addr(b).to_string()),
+                    o.p.needs_source_leader,
+                    o.target_leader.map(|b| self.routing.addr(b).to_string()),
+                    o.p.needs_target_leader,
+                    o.p.has_producer(),
+                    o.revoking
+                ) + &format!(
+                    "; source conn {:?}; target conn {:?}; produces in flight {:?}; fetches in flight {} (busy {:?}); can send at {:?}",
+                    o.source_leader.and_then(|b| self.conns.get(b.0 as usize)),
+                    o.target_leader.and_then(|b| self.conns.get(b.0 as usize)),
+                    self.produces.per_group,
+                    self.fetches.reserved,
+                    self.fetches.busy_groups(),
+                    o.p.debug_send_state()
+                )
+            }
+        }
+    }
+
+    fn next_request_id(&mut self) -> RequestId {
+        self.next_request += 1;
+        RequestId(self.next_request)
+    }
+
+    /// The next thing to do. Planning (what can be started now) runs when the queue is empty
+    /// and something changed since the last planning.
+    pub fn poll_action(&mut self, now: Instant) -> Option<Action> {
+        if self.actions.is_empty() && self.dirty && !self.stopped {
+            self.dirty = false;
+            self.plan(now);
+        }
+        self.actions.pop_front()
+    }
+
+    fn plan(&mut self, now: Instant) {
+        self.plan_producer_ids(now);
+        self.plan_lookups(now);
+        self.plan_connections(now);
+        self.plan_fetches(now);
+        self.plan_produces(now);
+    }
+
+    /// The next event for control. Failures and revocations wait in their partitions while
+    /// `max_pending_events` events are queued (so the queue stays bounded and nothing is
+    /// lost); the periodic report comes after them.
+    pub fn poll_event(&mut self) -> Option<ShardEvent> {
+        self.outbox.pop_front().or_else(|| self.report.take())
+    }
+
+    /// Control's channel was full: the report's mapping segments go back to their partitions
+    /// (ahead of newer ones) for the next report; progress is read afresh anyway. Any other
+    /// event is queued again at the front.
+    pub fn handle_event_refused(&mut self, event: ShardEvent) {
+        match event {
+            ShardEvent::Report { mappings, .. } => {
+                for (k, m) in mappings {
+                    if let Some(o) = self.parts.get_mut(&k) {
+                        o.p.restore_mappings(m);
+                    }
+                }
+            }
+            other => self.outbox.push_front(other),
+        }
+    }
+
+    fn has_room(&self) -> bool {
+        self.outbox.len() < self.cfg.max_pending_events.max(1)
+    }
+
+    /// A command from control.
+    pub fn handle_command(&mut self, cmd: ShardCommand, now: Instant) {
+        self.dirty = true;
+        fn part<'a>(s: &'a mut ShardCore, key: &PartitionKey) -> Option<&'a mut Partition> {
+            s.parts.get_mut(key).map(|o| &mut o.p)
+        }
+        match cmd {
+            ShardCommand::Assign(a) => self.assign(*a),
+            ShardCommand::Revoke(key) => {
+                if let Some(o) = self.parts.get_mut(&key) {
+                    o.p.drain();
+                    o.revoking = true;
+                }
+            }
+            ShardCommand::Pause(key) => part(self, &key).into_iter().for_each(Partition::pause),
+            ShardCommand::Resume(key) => part(self, &key).into_iter().for_each(Partition::resume),
+            ShardCommand::Seek(key, offset) => {
+                if let Some(o) = self.parts.get_mut(&key) {
+                    o.p.seek(offset);
+                    o.unreported_failure = false;
+                }
+            }
+            ShardCommand::SetMaxMessageBytes(key, v) => {
+                if let Some(p) = part(self, &key) {
+                    p.set_max_message_bytes(v);
+                }
+            }
+            ShardCommand::Shutdown => {
+                self.shutdown_since = Some(now);
+                for o in self.parts.values_mut() {
+                    o.p.drain();
+                }
+            }
+        }
+    }
+
+    fn assign(&mut self, a: Assignment) {
+        let source = self.routing.cluster_id(&a.source, a.fetch.backoff);
+        let target = self.routing.cluster_id(&a.target, a.produce.backoff);
+        if let Some(old) = self.parts.remove(&a.key) {
+            self.keep_sequence(&old);
+        }
+        let mut p = Partition::new(
+            a.key.clone(),
+            a.target_topic.clone(),
+            a.start_offset,
+            a.max_message_bytes,
+            a.fetch,
+            a.produce,
+        );
+        if let Some(w) = self.wall {
+            p.set_wall_clock(w);
+        }
+        if let Some(produce::ProducerIdState::Ready(producer)) = self.producers.get(&target) {
+            p.set_producer(*producer);
+            let tp = TargetPartition {
+                cluster: target,
+                topic: a.target_topic.clone(),
+                partition: a.key.partition,
+            };
+            if let Some(state) = self.sequences.get(&tp)
+                && state.producer == *producer
+            {
+                p.resume_sequence(*state);
+            }
+        }
+        self.parts.insert(
+            a.key,
+            Owned {
+                p,
+                source,
+                target,
+                source_leader: None,
+                target_leader: None,
+                revoking: false,
+                unreported_failure: false,
+            },
+        );
+    }
+
+    fn keep_sequence(&mut self, o: &Owned) {
+        if let Some(state) = o.p.sequence_state() {
+            let tp = TargetPartition {
+                cluster: o.target,
+                topic: o.p.target_topic.clone(),
+                partition: o.p.key.partition,
+            };
+            self.sequences.insert(tp, state);
+        }
+    }
+
+    /// Time passed: deadlines of requests and connection attempts, delivery timeouts,
+    /// revocations, the periodic report and the end of a shutdown. Call at least every
+    /// `tick_ms`.
+    pub fn handle_timers(&mut self, now: Instant) {
+        if self.stopped {
+            return;
+        }
+        // Backoffs and deferrals may have ended: plan again at the next poll.
+        self.dirty = true;
+        self.expire_requests(now);
+        self.mark_unanswered_produces(now);
+        self.expire_connects(now);
+        self.expire_lookups(now);
+        self.expire_producer_ids(now);
+        self.check_delivery_timeouts(now);
+        self.report_failures();
+        self.finish_revocations();
+        if now >= self.next_report {
+            self.next_report = now + Duration::from_millis(self.cfg.report_interval_ms);
+            self.report = Some(self.build_report());
+        }
+        if let Some(since) = self.shutdown_since {
+            let quiet = self.parts.values().all(|o| o.p.is_quiet());
+            let timeout = Duration::from_millis(self.cfg.shutdown_timeout_ms);
+            if quiet || now.saturating_duration_since(since) > timeout {
+                let report = self.build_report();
+                self.outbox.push_back(report);
+                self.outbox.push_back(ShardEvent::Stopped {
+                    shard: self.cfg.index,
+                    error: None,
+                });
+                self.report = None;
+                self.stopped = true;
+            }
+        }
+    }
+
+    /// The earliest time [`ShardCore::handle_timers`] has something to do (a driver may sleep
+    /// until then, or until the next completion).
+    pub fn next_timer(&self) -> Instant {
+        self.next_report
+    }
+
+    /// A request unanswered past its deadline: the broker is not answering, so its connection
+    /// is dropped (failing everything in flight on it) and reopened after the backoff.
+    fn expire_requests(&mut self, now: Instant) {
+        while let Some((broker, after)) = self
+            .overdue_fetch(now)
+            .or_else(|| self.overdue_produce(now))
+        {
+            self.stats.request_timeouts += 1;
+            let err = crate::wire::WireError::Timeout {
+                broker: self.routing.addr(broker).to_string(),
+                api: "Fetch or Produce",
+                after_ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
+            };
+            self.conn_failed(broker, &err, now);
+        }
+    }
+
+    fn check_delivery_timeouts(&mut self, now: Instant) {
+        let mut failed = Vec::new();
+        for (k, o) in self.parts.iter_mut() {
+            if matches!(o.p.status(), Status::Running | Status::Draining)
+                && let Err(f) = o.p.check_delivery_timeout(now)
+            {
+                failed.push((k.clone(), f));
+            }
+        }
+        for (k, f) in failed {
+            self.report_failure(&k, f);
+        }
+    }
+
+    fn build_report(&mut self) -> ShardEvent {
+        let mut mappings = Vec::new();
+        for (k, o) in self.parts.iter_mut() {
+            let m = o.p.take_mappings();
+            if !m.is_empty() {
+                mappings.push((k.clone(), m));
+            }
+        }
+        self.stats.buffered_bytes = self.in_use.get() as u64;
+        self.stats.memory_budget_bytes = self.cfg.memory_budget_bytes as u64;
+        ShardEvent::Report {
+            shard: self.cfg.index,
+            progress: self.progress(),
+            mappings,
+            stats: self.stats.clone(),
+        }
+    }
+
+    /// Reports drained revoked partitions and forgets them (while the event queue has room).
+    fn finish_revocations(&mut self) {
+        let done: Vec<PartitionKey> = self
+            .parts
+            .iter()
+            .filter(|(_, o)| o.revoking && o.p.is_quiet())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in done {
+            if !self.has_room() {
+                return;
+            }
+            let Some(mut o) = self.parts.remove(&key) else {
+                continue;
+            };
+            self.keep_sequence(&o);
+            let ev = ShardEvent::Revoked {
+                shard: self.cfg.index,
+                next_offset: o.p.next_offset(),
+                mappings: o.p.take_mappings(),
+                key,
+            };
+            self.outbox.push_back(ev);
+        }
+    }
+
+    /// A partition stopped: it stays failed (nothing more is fetched or sent for it) and its
+    /// failure goes to control, now or when the event queue has room.
+    fn report_failure(&mut self, key: &PartitionKey, f: Failure) {
+        tracing::error!(shard = self.cfg.index, partition = %key, error = %f.message, "partition stopped");
+        let Some(o) = self.parts.get_mut(key) else {
+            return;
+        };
+        o.p.fail(f.kind, f.message);
+        o.unreported_failure = true;
+        self.report_failures();
+    }
+
+    fn report_failures(&mut self) {
+        let shard = self.cfg.index;
+        let cap = self.cfg.max_pending_events.max(1);
+        for (k, o) in self.parts.iter_mut() {
+            if self.outbox.len() >= cap {
+                return;
+            }
+            if !o.unreported_failure {
+                continue;
+            }
+            o.unreported_failure = false;
+            if let Status::Failed(f) = o.p.status() {
+                self.outbox.push_back(ShardEvent::PartitionFailed {
+                    shard,
+                    key: k.clone(),
+                    kind: f.kind.clone(),
+                    error: f.message.clone(),
+                    next_offset: o.p.next_offset(),
+                });
+            }
+        }
+    }
+
+    /// Fails `keys` for a reason that is not theirs alone (the broker speaks no version we do).
+    fn fail_keys(&mut self, keys: &[PartitionKey], kind: FailureKind, error: &str) {
+        for k in keys {
+            self.report_failure(
+                k,
+                Failure {
+                    kind: kind.clone(),
+                    message: error.to_string(),
+                },
+            );
+        }
+    }
+}
