@@ -370,6 +370,13 @@ impl FaultCluster {
         }
     }
 
+    /// The broker coordinating `group` (FindCoordinator).
+    pub fn group_coordinator(&self, group: &str) -> u32 {
+        let node = run(async { self.client().coordinator(group).await })
+            .unwrap_or_else(|e| panic!("the coordinator of {group} on {}: {e}", self.name));
+        u32::try_from(node).expect("a broker id")
+    }
+
     /// The broker leading the most partitions of `topic`.
     pub fn busiest_leader(&self, topic: &str) -> u32 {
         let meta = self

@@ -85,10 +85,33 @@ const MAX_WARNINGS_PER_RESTART: usize = 40;
 /// partitions move to the other two (min.insync.replicas=2 still holds).
 #[test]
 fn target_broker_killed_and_left_down() {
+    broker_killed("target-broker-killed", |s| {
+        s.target.busiest_leader(&s.remote)
+    });
+}
+
+/// (b') The target broker coordinating strait's group of instances (a group of one here) is
+/// SIGKILLed and left down: the member finds the new coordinator and is assigned again.
+#[test]
+fn target_group_coordinator_killed() {
+    broker_killed("target-coordinator-killed", |s| {
+        let status = s.strait.get("/status").expect("strait answers /status").1;
+        let v: serde_json::Value = serde_json::from_str(&status).expect("/status is JSON");
+        let group = v["group"]["group_id"]
+            .as_str()
+            .expect("/status names the group")
+            .to_string();
+        s.notes.push(format!("group {group}"));
+        s.target.group_coordinator(&group)
+    });
+}
+
+/// SIGKILLs the target broker `victim` picks and leaves it down; recovery counts from the kill.
+fn broker_killed(name: &str, victim: impl FnOnce(&mut Scenario) -> u32) {
     let p = Profile::get();
-    let mut s = Scenario::start(config("target-broker-killed", 30, 120));
+    let mut s = Scenario::start(config(name, 30, 120));
     let baseline = s.baseline();
-    let victim = s.target.busiest_leader(&s.remote);
+    let victim = victim(&mut s);
     let before = s.target.topic(&s.remote).expect("remote topic");
     s.target.node("kill", victim);
     let killed_at = Instant::now();
@@ -220,12 +243,15 @@ fn outage(name: &str, on_target: bool, toxic: Toxic) {
     s.watch_api(&format!("{:.0} s of outage", outage.as_secs_f64()), outage);
     if on_target {
         // Lag without progress: not ready once strait.health.stall.timeout.ms has passed, with
-        // the target named as the reason (a black hole: produce requests left unanswered).
+        // the target named as the reason: a black hole leaves produce requests unanswered
+        // (`target_*`), or, when the member's session lapsed first because the group
+        // coordinator is on the target too, the group on cluster T (`group_unavailable`).
         let limit = outage + Duration::from_secs(30);
-        let why = wait_health(
+        let why = wait_health_any(
             &s,
             "/health/ready",
-            (503, "\"reason\":\"target_"),
+            503,
+            &["\"reason\":\"target_", "\"reason\":\"group_unavailable\""],
             t0,
             limit,
         );
@@ -265,10 +291,22 @@ fn wait_health(
     since: Instant,
     limit: Duration,
 ) -> String {
+    wait_health_any(s, path, code, &[needle], since, limit)
+}
+
+/// [`wait_health`] with any of `needles`.
+fn wait_health_any(
+    s: &Scenario,
+    path: &str,
+    code: u16,
+    needles: &[&str],
+    since: Instant,
+    limit: Duration,
+) -> String {
     loop {
         if let Some((c, body)) = s.strait.get(path)
             && c == code
-            && body.contains(needle)
+            && needles.iter().any(|n| body.contains(n))
         {
             eprintln!(
                 "[faults] {}: {path} {c} after {:.1} s: {body}",
@@ -279,7 +317,7 @@ fn wait_health(
         }
         assert!(
             since.elapsed() < limit,
-            "{}: {path} did not answer {code} with {needle:?} within {limit:?}; last: {:?}",
+            "{}: {path} did not answer {code} with any of {needles:?} within {limit:?}; last: {:?}",
             s.config.name,
             s.strait.get(path)
         );

@@ -86,6 +86,16 @@ pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
         return h;
     }
     let timeout_ms = i64::try_from(status.settings.stall_timeout_ms).unwrap_or(i64::MAX);
+    let unassigned = status
+        .group
+        .as_ref()
+        .filter(|g| g.state != "stable")
+        .map(|g| {
+            format!(
+                "group {} is {}: this member replicates its partitions only once the group coordinator on cluster {} assigns them",
+                g.group_id, g.state, g.cluster
+            )
+        });
     let mut bad = Vec::new();
     for f in &status.flows {
         for p in &f.partitions {
@@ -104,9 +114,13 @@ pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
                 && let Some(since) = p.stuck_since_ms
                 && now_ms.saturating_sub(since) > timeout_ms
             {
-                let (reason, detail) = p.stall.as_ref().map_or(("no_progress".into(), None), |s| {
-                    (s.reason.clone(), Some(s.detail.clone()))
-                });
+                let (reason, detail) = match (&p.stall, unassigned.as_ref()) {
+                    (Some(s), _) => (s.reason.clone(), Some(s.detail.clone())),
+                    // No shard stall, but the member is not in a stable group: it holds its
+                    // partitions only once the coordinator assigns them again.
+                    (None, Some(why)) => ("group_unavailable".into(), Some(why.clone())),
+                    (None, None) => ("no_progress".into(), None),
+                };
                 bad.push(entry(reason, detail, since));
             }
         }
@@ -133,7 +147,7 @@ pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::status::{StallStatus, sample};
+    use crate::api::status::{GroupStatus, StallStatus, sample};
 
     const NOW: i64 = 1_700_000_100_000;
 
@@ -182,6 +196,31 @@ mod tests {
         // Paused by an operator: not counted.
         s.flows[0].partitions[0].api_state = ApiState::Paused;
         assert!(ready(&s, age, NOW + 2_000).is_ok());
+    }
+
+    #[test]
+    fn a_stuck_partition_of_a_member_out_of_its_group_names_the_group() {
+        let mut s = running();
+        let age = Some(Duration::from_secs(1));
+        let timeout = s.settings.stall_timeout_ms as i64;
+        s.flows[0].partitions[0].stuck_since_ms = Some(NOW - timeout - 1_000);
+        s.group = Some(GroupStatus {
+            group_id: "g".into(),
+            cluster: "B".into(),
+            state: "stable".into(),
+            ..GroupStatus::default()
+        });
+        assert_eq!(ready(&s, age, NOW).partitions[0].reason, "no_progress");
+        if let Some(g) = s.group.as_mut() {
+            g.state = "lapsed".into();
+        }
+        let h = ready(&s, age, NOW);
+        assert_eq!(h.partitions[0].reason, "group_unavailable");
+        let detail = h.partitions[0].detail.clone().unwrap_or_default();
+        assert!(
+            detail.contains("group g is lapsed") && detail.contains("cluster B"),
+            "{detail}"
+        );
     }
 
     #[test]

@@ -988,7 +988,11 @@ impl Cluster {
 
     async fn coordinator_conn(&self, group: &str, api: &'static str) -> Result<BrokerConn> {
         let node = self.coordinator(group).await?;
-        self.node_conn(node, api).await
+        // A coordinator that cannot be reached may have died: ask again which broker it is
+        // (FindCoordinator) next time, or the group would call a dead broker forever.
+        self.node_conn(node, api).await.inspect_err(|_| {
+            self.coordinators.borrow_mut().remove(group);
+        })
     }
 
     /// Describes groups (each through its coordinator).

@@ -19,6 +19,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use strait_dataplane::io::{ConnSetup, IoBackend};
+use strait_dataplane::shard::backoff::{Incidents, Report};
 use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand, ShardHandle, ShardStats};
 use strait_dataplane::wire::ConnConfig;
 
@@ -596,6 +597,7 @@ async fn agent(shared: SharedCell, opts: GroupOptions, cluster: Cluster) {
     // As leader with units moving: a rebalance to hand them over, in case their holder's
     // rejoin never comes (it held them no longer).
     let mut follow_up: Option<(Instant, i32)> = None;
+    let mut incidents = Incidents::new(INCIDENT_SUMMARY);
     loop {
         let now = Instant::now();
         if let Some((at, generation)) = follow_up
@@ -637,7 +639,7 @@ async fn agent(shared: SharedCell, opts: GroupOptions, cluster: Cluster) {
             joining = Some((now, reason.clone()));
             shared.borrow_mut().status.state = "joining".into();
         }
-        let resp = execute(&cluster, &opts, &shared, &req).await;
+        let resp = execute(&cluster, &opts, &shared, &req, &mut incidents).await;
         let events = m.on_response(resp, Instant::now());
         if let (Request::Sync { generation, .. }, Some(g)) = (&req, m.generation()) {
             let moving = std::mem::take(&mut shared.borrow_mut().moving);
@@ -656,6 +658,7 @@ async fn execute(
     opts: &GroupOptions,
     shared: &SharedCell,
     req: &Request,
+    incidents: &mut Incidents<&'static str>,
 ) -> Response {
     let result = match req {
         Request::Join { member_id, reason } => {
@@ -717,11 +720,44 @@ async fn execute(
                 .await
         }
     };
-    result.unwrap_or_else(|e| {
-        tracing::warn!("group {}: {e}; retrying", opts.group_id);
-        Response::Failed { why: e.to_string() }
-    })
+    logged(result, opts, incidents)
 }
+
+/// The answer for the state machine; failures logged once per incident.
+fn logged(
+    result: Result<Response, crate::cluster::ClusterError>,
+    opts: &GroupOptions,
+    incidents: &mut Incidents<&'static str>,
+) -> Response {
+    let now = Instant::now();
+    match result {
+        Ok(r) => {
+            if let Some((failures, for_ms)) = incidents.recovered(&COORDINATOR, now) {
+                tracing::info!(group = %opts.group_id, failures, for_ms, "the group coordinator answers again");
+            }
+            r
+        }
+        Err(e) => {
+            // One line when the coordinator stops answering, a summary now and then, one when
+            // it answers again: not one per retry.
+            match incidents.failed(&COORDINATOR, &e, now) {
+                Report::Started => {
+                    tracing::warn!("group {}: {e}; retrying", opts.group_id);
+                }
+                Report::StillFailing { attempts, for_ms } => {
+                    tracing::warn!(group = %opts.group_id, attempts, for_ms, last_error = %e, "group requests still failing; retrying");
+                }
+                Report::Quiet => tracing::debug!("group {}: {e}; retrying", opts.group_id),
+            }
+            Response::Failed { why: e.to_string() }
+        }
+    }
+}
+
+/// The one incident key of the agent: its requests to the group coordinator.
+const COORDINATOR: &str = "coordinator";
+/// How often an ongoing coordinator incident is summarised.
+const INCIDENT_SUMMARY: Duration = Duration::from_secs(30);
 
 /// Applies the state machine's events to the shared state.
 fn on_events(shared: &SharedCell, events: Vec<Event>, joining: &mut Option<(Instant, String)>) {
