@@ -3,7 +3,8 @@
 # workspace against a real Apache Kafka test bed (scripts/testbed).
 #
 # Steps: cargo fmt --check, cargo clippy -D warnings, shellcheck of scripts/ (when installed),
-# fetch Kafka, install Toxiproxy, build the tests, `testbed up`, `oldkafka up 2.8` (the old-cluster
+# fetch Kafka, install Toxiproxy, build the tests, a short run of every fuzz target
+# (scripts/fuzz-smoke), `testbed up`, `oldkafka up 2.8` (the old-cluster
 # tests' source; 3.9 runs in scripts/test-old-kafka), cargo test --workspace --all-targets, then the
 # short fault suite (`testbed up fsource ftarget`, tests/tests/faults.rs with
 # STRAIT_FAULTS_PROFILE=short, its table), and `testbed down` / `oldkafka down` for what this run
@@ -89,7 +90,7 @@ step "shellcheck"
 if command -v shellcheck >/dev/null 2>&1; then
   shellcheck -x scripts/fetch-kafka scripts/testbed scripts/kafka-tool scripts/test.sh scripts/demo.sh \
     scripts/install-toxiproxy scripts/faults.sh scripts/lib/common.sh .ci/run scripts/oldkafka \
-    scripts/test-old-kafka
+    scripts/test-old-kafka scripts/fuzz-smoke
 else
   strait_log "shellcheck is not installed: the scripts were NOT linted (Debian: apt-get install shellcheck)"
 fi
@@ -104,6 +105,11 @@ step "install Toxiproxy"
 step "build tests"
 cargo test --workspace --all-targets --no-run
 cargo test -p strait-tests --test faults --no-run
+
+# Every fuzz target built with coverage instrumentation and run a few seconds from its seeds
+# (long runs: fuzz/README.md). Before the brokers start, for the same reason as the build.
+step "fuzz smoke"
+"$STRAIT_SCRIPTS_DIR/fuzz-smoke"
 
 step "testbed up"
 if ! "$STRAIT_SCRIPTS_DIR/testbed" up --started-file "$started_file"; then

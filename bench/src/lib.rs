@@ -5,6 +5,7 @@
 #![warn(clippy::too_many_lines)]
 
 pub mod consumer;
+pub mod group;
 pub mod kafka;
 pub mod machine;
 pub mod payload;

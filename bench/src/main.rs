@@ -47,6 +47,39 @@ enum Cmd {
     Run(Box<RunArgs>),
     /// Regenerate perf/RESULTS.md from the JSON results.
     Report(ReportArgs),
+    /// strait as a group of instances under a fixed-rate load: rebalance time and per-partition
+    /// stall when a member joins, leaves (SIGTERM) and is killed (SIGKILL).
+    Group(GroupArgs),
+}
+
+#[derive(Args)]
+struct GroupArgs {
+    /// Members at the largest: the run starts INSTANCES - 1, one joins, one leaves, one is
+    /// killed.
+    #[arg(long, default_value_t = 3)]
+    instances: u32,
+    #[arg(long, default_value_t = 12)]
+    partitions: u32,
+    /// Records per second, all partitions together.
+    #[arg(long, default_value_t = 2_000.0)]
+    rate: f64,
+    #[arg(long, default_value_t = 1024)]
+    value_bytes: usize,
+    /// Seconds of load after each rebalance, before the next event.
+    #[arg(long, default_value_t = 15)]
+    settle_s: u64,
+    /// `strait.group.session.timeout.ms` of the members.
+    #[arg(long, default_value_t = 6_000)]
+    session_timeout_ms: u32,
+    /// `strait.group.heartbeat.interval.ms` of the members.
+    #[arg(long, default_value_t = 1_000)]
+    heartbeat_interval_ms: u32,
+    /// The strait binary (default: next to this executable).
+    #[arg(long)]
+    strait: Option<PathBuf>,
+    /// Where the JSON result goes (default perf/results/<date>-group.json).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args, Clone)]
@@ -252,6 +285,7 @@ fn real_main(cli: Cli) -> Result<()> {
         Cmd::Produce(a) => cmd_produce(a, &source, backend),
         Cmd::Consume(a) => cmd_consume(a, &target, backend),
         Cmd::Run(a) => cmd_run(*a, source, target, tb, backend),
+        Cmd::Group(a) => cmd_group(a, source, target, &repo, backend),
         Cmd::Report(a) => {
             let n = strait_bench::report::write_results_md(&a.results, &a.out)?;
             eprintln!("strait-bench: wrote {} ({n} scenarios)", a.out.display());
@@ -458,6 +492,54 @@ fn cmd_run(
         .collect();
     if !incomplete.is_empty() && !a.allow_incomplete {
         bail!("incomplete runs: {}", incomplete.join(", "));
+    }
+    Ok(())
+}
+
+fn cmd_group(
+    a: GroupArgs,
+    source: String,
+    target: String,
+    repo: &Path,
+    backend: IoBackend,
+) -> Result<()> {
+    let strait = match a.strait {
+        Some(p) => p,
+        None => run::bin_dir()?.join("strait"),
+    };
+    let date = run::utc_now();
+    let spec = strait_bench::group::GroupSpec {
+        instances: a.instances,
+        partitions: a.partitions,
+        rate: a.rate,
+        value_bytes: a.value_bytes,
+        settle_s: a.settle_s,
+        session_timeout_ms: a.session_timeout_ms,
+        heartbeat_interval_ms: a.heartbeat_interval_ms,
+        strait,
+        work_dir: repo
+            .join("perf/results/tmp")
+            .join(format!("group-{}", run::run_id())),
+        source,
+        target,
+        backend,
+    };
+    let r = strait_bench::group::run(&spec)?;
+    let out = a.out.unwrap_or_else(|| {
+        repo.join("perf/results")
+            .join(format!("{}-group.json", &date[..10.min(date.len())]))
+    });
+    let json = serde_json::json!({
+        "date": date,
+        "machine": Machine::describe(),
+        "result": r,
+    });
+    std::fs::write(&out, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("writing {}", out.display()))?;
+    print!("{}", strait_bench::group::table(&r));
+    eprintln!("strait-bench: wrote {}", out.display());
+    if r.missing > 0 {
+        bail!("{} source records missing on the target", r.missing);
     }
     Ok(())
 }

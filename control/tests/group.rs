@@ -601,3 +601,166 @@ fn a_rolling_restart_of_every_member_loses_nothing() {
     assert!(dups <= 3_000, "{dups} duplicates\n{all_logs}");
     stop_all(members);
 }
+
+/// Kafka's own clients and MM2's `RemoteClusterUtils` (tests/java/StraitOffsetsTool.java).
+fn offsets_tool() -> &'static strait_tests::JavaProgram {
+    static TOOL: std::sync::OnceLock<strait_tests::JavaProgram> = std::sync::OnceLock::new();
+    TOOL.get_or_init(|| {
+        strait_tests::JavaProgram::compile(
+            "org.apache.kafka.connect.mirror.StraitOffsetsTool",
+            include_str!("../../tests/java/StraitOffsetsTool.java"),
+        )
+    })
+}
+
+/// A record read by the tool's consumer: (partition, offset).
+fn consumed(out: &str) -> Vec<(i32, i64)> {
+    out.lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Consumes at most `max` records (all when negative) of `topic` as `group` (read_committed,
+/// earliest) and commits after the last one of each partition; returns (partition, offset).
+fn consume_as(bootstrap: &str, group: &str, topic: &str, max: i64) -> Vec<(i32, i64)> {
+    consumed(&offsets_tool().run(
+        &[
+            "consume",
+            bootstrap,
+            group,
+            topic,
+            &max.to_string(),
+            "read_committed",
+            "earliest",
+        ],
+        None,
+    ))
+}
+
+/// `RemoteClusterUtils.translateOffsets(target, "A", group)`: offset by remote partition.
+fn remote_cluster_utils(group: &str) -> BTreeMap<i32, i64> {
+    offsets_tool()
+        .run(
+            &["remote-translate", Testbed::get().target(), "A", group],
+            None,
+        )
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            Some((f.get(1)?.parse().ok()?, f.get(2)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// What an exact translation of `group`'s committed source offsets gives, from the records
+/// themselves: the k-th committed source record of a partition is its k-th target record, so
+/// a group that read k records resumes at the target offset of record k (the end, if none).
+fn exact_translation(topic: &str, committed: &BTreeMap<i32, i64>) -> BTreeMap<i32, i64> {
+    let tb = Testbed::get();
+    let remote = format!("A.{topic}");
+    let source = consume_as(tb.source(), &unique("console-consumer-src"), topic, -1);
+    let target = consume_as(tb.target(), &unique("console-consumer-dst"), &remote, -1);
+    let ends = offsets(tb.target(), &remote);
+    committed
+        .iter()
+        .map(|(p, next)| {
+            let read = source.iter().filter(|(sp, o)| sp == p && o < next).count();
+            let on_target: Vec<i64> = target
+                .iter()
+                .filter(|(tp, _)| tp == p)
+                .map(|(_, o)| *o)
+                .collect();
+            let at = on_target.get(read).copied().unwrap_or(ends[*p as usize].1);
+            (*p, at)
+        })
+        .collect()
+}
+
+/// The offsets `group` committed on the source (after the last record of each partition).
+fn committed_after(records: &[(i32, i64)], before: BTreeMap<i32, i64>) -> BTreeMap<i32, i64> {
+    records.iter().fold(before, |mut m, (p, o)| {
+        m.insert(*p, o + 1);
+        m
+    })
+}
+
+#[test]
+fn checkpoints_after_a_rebalance_stay_exact_for_remote_cluster_utils() {
+    let tb = Testbed::get();
+    let topic = unique("group-ckpt");
+    create_topic(tb.source(), &topic, 4, &[]);
+    let produce_tx = |spec: &str| {
+        offsets_tool().run(
+            &["produce-tx", tb.source(), &topic, &unique("grp-txid"), spec],
+            None,
+        );
+    };
+    // Aborted transactions and markers: target offsets differ from source offsets, so only an
+    // exact mapping translates right.
+    produce_tx("c10,a6,c7,c3,a4,c12,a2,c9");
+    let group = unique("ckpt-group");
+    let committed = committed_after(
+        &consume_as(tb.source(), &group, &topic, 17),
+        BTreeMap::new(),
+    );
+    let cfg = testbed_mm2_config(
+        &topic,
+        &format!(
+            "{GROUP}emit.checkpoints.interval.seconds = 1\n\
+             sync.group.offsets.interval.seconds = 1\n\
+             refresh.groups.interval.seconds = 1\n"
+        ),
+    );
+    let first = Member::start(&cfg);
+    wait_balanced(&[&first], 4);
+    let expected = exact_translation(&topic, &committed);
+    assert!(
+        expected.iter().any(|(p, o)| committed[p] != *o),
+        "the test needs offsets that differ: {expected:?} for {committed:?}"
+    );
+    eventually(
+        60,
+        "exact checkpoints from one member",
+        || first.strait.stderr(),
+        || (remote_cluster_utils(&group) == expected).then_some(()),
+    );
+
+    // A second member takes half of the partitions; the group moves on on the source.
+    let second = Member::start(&cfg);
+    let both = [&first, &second];
+    wait_balanced(&both, 4);
+    let moved: Vec<i64> = second.group().map(|g| g.3).unwrap_or_default();
+    assert!(!moved.is_empty(), "no partition moved to the second member");
+    produce_tx("a3,c5,a2,c8");
+    let committed = committed_after(&consume_as(tb.source(), &group, &topic, 20), committed);
+    wait_copied(&topic, &format!("A.{topic}"), &both);
+    let expected = exact_translation(&topic, &committed);
+    let got = eventually(
+        60,
+        "exact checkpoints after the rebalance",
+        || logs(&both),
+        || {
+            let got = remote_cluster_utils(&group);
+            (got == expected).then_some(got)
+        },
+    );
+    eprintln!(
+        "after the rebalance (partitions {moved:?} moved): committed on the source {committed:?}, \
+         RemoteClusterUtils {got:?}"
+    );
+    // Each member checkpoints only what it owns, every checkpoint exact.
+    for m in both {
+        for l in m
+            .strait
+            .stderr()
+            .lines()
+            .filter(|l| l.contains("checkpoints written"))
+        {
+            assert!(l.contains("approximate=0"), "{l}");
+        }
+    }
+    stop_all(vec![first, second]);
+}

@@ -149,9 +149,9 @@ fn parse_str_bounded(text: &str, max_entries: usize) -> Properties {
                 value,
                 line: logical.line,
             }),
-            Err(message) => errors.push(SyntaxError {
+            Err(e) => errors.push(SyntaxError {
                 line: logical.line,
-                message,
+                message: e.to_string(),
             }),
         }
     }
@@ -329,8 +329,21 @@ impl Iterator for LineReader<'_> {
     }
 }
 
+/// A `\uXXXX` escape Java's `Properties.load` refuses (it throws `IllegalArgumentException`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum EscapeError {
+    #[error("malformed \\uxxxx encoding (fewer than 4 hex digits)")]
+    Short,
+    #[error("malformed \\uxxxx encoding (not a hex digit)")]
+    NotHex,
+    #[error("\\u{0:04X} is a lone UTF-16 surrogate, not a character")]
+    LoneSurrogate(u32),
+    #[error("invalid \\u surrogate pair")]
+    BadPair,
+}
+
 /// Splits a logical line into its decoded key and value (`Properties.load0`).
-fn split_line(line: &[char]) -> Result<(String, String), String> {
+fn split_line(line: &[char]) -> Result<(String, String), EscapeError> {
     let limit = line.len();
     let mut key_len = 0;
     let mut value_start = limit;
@@ -368,7 +381,7 @@ fn split_line(line: &[char]) -> Result<(String, String), String> {
 /// Decodes `\t \n \r \f \uXXXX` and `\x` → `x`, as `Properties.loadConvert` does. Surrogate
 /// pairs written as two `\u` escapes are joined; a lone surrogate is an error because it is
 /// not a character.
-fn unescape(chars: &[char]) -> Result<String, String> {
+fn unescape(chars: &[char]) -> Result<String, EscapeError> {
     let mut out = String::with_capacity(chars.len());
     let mut i = 0;
     while i < chars.len() {
@@ -400,22 +413,18 @@ fn unescape(chars: &[char]) -> Result<String, String> {
                             let cp = 0x10000 + ((unit - 0xD800) << 10) + (lo - 0xDC00);
                             match char::from_u32(cp) {
                                 Some(ch) => out.push(ch),
-                                None => return Err("invalid \\u surrogate pair".to_string()),
+                                None => return Err(EscapeError::BadPair),
                             }
                         }
                         _ => {
-                            return Err(format!(
-                                "\\u{unit:04X} is a lone UTF-16 surrogate, not a character"
-                            ));
+                            return Err(EscapeError::LoneSurrogate(unit));
                         }
                     }
                 } else {
                     match char::from_u32(unit) {
                         Some(ch) => out.push(ch),
                         None => {
-                            return Err(format!(
-                                "\\u{unit:04X} is a lone UTF-16 surrogate, not a character"
-                            ));
+                            return Err(EscapeError::LoneSurrogate(unit));
                         }
                     }
                 }
@@ -430,16 +439,14 @@ fn unescape(chars: &[char]) -> Result<String, String> {
     Ok(out)
 }
 
-fn hex4(chars: &[char], at: usize) -> Result<u32, String> {
-    let digits = chars
-        .get(at..at + 4)
-        .ok_or_else(|| "malformed \\uxxxx encoding (fewer than 4 hex digits)".to_string())?;
+fn hex4(chars: &[char], at: usize) -> Result<u32, EscapeError> {
+    let digits = chars.get(at..at + 4).ok_or(EscapeError::Short)?;
     let mut v = 0u32;
     for d in digits {
         let n = d
             .to_digit(16)
             .filter(|_| d.is_ascii())
-            .ok_or_else(|| "malformed \\uxxxx encoding (not a hex digit)".to_string())?;
+            .ok_or(EscapeError::NotHex)?;
         v = (v << 4) | n;
     }
     Ok(v)

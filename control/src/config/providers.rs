@@ -240,7 +240,9 @@ impl Providers {
                             Ok(re) => provider.allowlist = Some(re),
                             Err(reason) => errors.push(DeclarationError {
                                 key: key.clone(),
-                                error: ProviderError::BadAllowlist { reason },
+                                error: ProviderError::BadAllowlist {
+                                    reason: reason.to_string(),
+                                },
                             }),
                         }
                     }

@@ -30,8 +30,8 @@ use super::jaas;
 use super::keys::{self, CONNECTION_KEYS, CONNECTOR_KEYS, ClientKind};
 use super::model::*;
 use super::values::{
-    Acks, AutoOffsetReset, BrokerAddress, IsolationLevel, java_parse_boolean, java_trim,
-    parse_bool, parse_double, parse_host_ports, parse_int, parse_listen_addr,
+    Acks, AutoOffsetReset, BrokerAddress, IsolationLevel, ValueError, java_parse_boolean,
+    java_trim, parse_bool, parse_double, parse_host_ports, parse_int, parse_listen_addr,
     parse_replication_factor,
 };
 use crate::mm2::filter::{
@@ -114,7 +114,7 @@ fn setting<T>(
     props: &Props,
     key: &str,
     default: T,
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, ValueError>,
 ) -> Setting<T> {
     if let Some(v) = props.get(key)
         && let Ok(t) = parse(&v.value)
@@ -124,11 +124,11 @@ fn setting<T>(
     Setting::new(default, Origin::MirrorMakerDefault)
 }
 
-fn parse_u64(v: &str) -> Result<u64, String> {
+fn parse_u64(v: &str) -> Result<u64, ValueError> {
     parse_int(v, 0, i64::MAX, "a 64-bit integer >= 0").map(|n| n as u64)
 }
 
-fn parse_u32(v: &str) -> Result<u32, String> {
+fn parse_u32(v: &str) -> Result<u32, ValueError> {
     parse_int(v, 0, i64::from(i32::MAX), "a 32-bit integer >= 0").map(|n| n as u32)
 }
 
@@ -1298,8 +1298,8 @@ impl<'a> Resolver<'a> {
             }
             return match unsecured_login(&entry.options) {
                 Ok(login) => Some(OAuthLogin::Unsecured(login)),
-                Err(message) => {
-                    self.error(ErrorKind::Sasl, Some(jv), "sasl.jaas.config", message);
+                Err(e) => {
+                    self.error(ErrorKind::Sasl, Some(jv), "sasl.jaas.config", e.to_string());
                     None
                 }
             };
@@ -1461,19 +1461,20 @@ pub const STRAIT_LOGIN_TIMEOUT_MS: u64 = 10_000;
 
 /// The unsecured login's options, with the rules of Kafka's
 /// `OAuthBearerUnsecuredLoginCallbackHandler`. Messages name options, never their values.
-fn unsecured_login(options: &BTreeMap<String, String>) -> Result<UnsecuredLogin, String> {
+fn unsecured_login(options: &BTreeMap<String, String>) -> Result<UnsecuredLogin, ValueError> {
+    let invalid = |m: String| ValueError::Invalid(m);
     const PREFIX: &str = "unsecuredLogin";
     if options.is_empty() {
-        return Err("the unsecured OAUTHBEARER login has no options, so it has no token to send; set unsecuredLoginStringClaim_sub=\"<principal>\" (or configure the OIDC login)".into());
+        return Err(invalid("the unsecured OAUTHBEARER login has no options, so it has no token to send; set unsecuredLoginStringClaim_sub=\"<principal>\" (or configure the OIDC login)".into()));
     }
     if options
         .keys()
         .all(|k| k.starts_with("unsecuredLoginExtension_"))
     {
-        return Err(
+        return Err(invalid(
             "extensions are given without a token (unsecuredLoginStringClaim_sub is missing)"
                 .into(),
-        );
+        ));
     }
     let trimmed = |k: &str| {
         options
@@ -1488,16 +1489,16 @@ fn unsecured_login(options: &BTreeMap<String, String>) -> Result<UnsecuredLogin,
         Some(v) => v
             .trim()
             .parse::<i64>()
-            .map_err(|_| "unsecuredLoginLifetimeSeconds is not a whole number".to_string())?,
+            .map_err(|_| invalid("unsecuredLoginLifetimeSeconds is not a whole number".into()))?,
     };
     let mut claims = Vec::new();
     let mut extensions = Vec::new();
     for (key, value) in options {
-        let reserved = |name: &str| -> Result<String, String> {
+        let reserved = |name: &str| -> Result<String, ValueError> {
             if name == "exp" || name == "iat" {
-                Err(format!(
+                Err(invalid(format!(
                     "the `{name}` claim cannot be set explicitly ({key})"
-                ))
+                )))
             } else {
                 Ok(name.to_string())
             }
@@ -1515,10 +1516,10 @@ fn unsecured_login(options: &BTreeMap<String, String>) -> Result<UnsecuredLogin,
                 .parse()
                 .ok()
                 .filter(|n: &f64| n.is_finite())
-                .ok_or_else(|| format!("{key} is not a number"))?;
+                .ok_or_else(|| invalid(format!("{key} is not a number")))?;
             let json = serde_json::Number::from_f64(n)
                 .map(|n| n.to_string())
-                .ok_or_else(|| format!("{key} is not a number"))?;
+                .ok_or_else(|| invalid(format!("{key} is not a number")))?;
             claims.push((reserved(name)?, ClaimValue::Number(json)));
         } else if let Some(name) = key
             .strip_prefix("unsecuredLoginListClaim_")
@@ -1529,7 +1530,7 @@ fn unsecured_login(options: &BTreeMap<String, String>) -> Result<UnsecuredLogin,
                 ClaimValue::List(oauth::unsecured_list_claim(value)),
             ));
         } else if let Some(name) = key.strip_prefix("unsecuredLoginExtension_") {
-            oauth::validate_extension(name, value).map_err(|e| e.to_string())?;
+            oauth::validate_extension(name, value).map_err(|e| invalid(e.to_string()))?;
             extensions.push((name.to_string(), value.clone()));
         }
     }
@@ -1540,10 +1541,10 @@ fn unsecured_login(options: &BTreeMap<String, String>) -> Result<UnsecuredLogin,
         extensions,
     };
     if login.principal().trim().is_empty() {
-        return Err(format!(
+        return Err(invalid(format!(
             "the unsecured login names no principal: set unsecuredLoginStringClaim_{}",
             login.principal_claim_name
-        ));
+        )));
     }
     Ok(login)
 }
@@ -1580,8 +1581,9 @@ pub fn normalize_inline_pem(s: &str) -> String {
     if out.is_empty() { s.to_string() } else { out }
 }
 
-fn parse_protocol(v: &str) -> Result<SecurityProtocol, String> {
-    SecurityProtocol::parse(v).ok_or_else(|| "unknown security protocol".to_string())
+fn parse_protocol(v: &str) -> Result<SecurityProtocol, ValueError> {
+    SecurityProtocol::parse(v)
+        .ok_or_else(|| ValueError::Invalid("unknown security protocol".into()))
 }
 
 /// The flow a client belongs to.
@@ -1614,7 +1616,7 @@ pub(crate) fn strait_settings(
         key: &str,
         default: T,
         why: &'static str,
-        parse: impl Fn(&str) -> Result<T, String>,
+        parse: impl Fn(&str) -> Result<T, ValueError>,
     ) -> Setting<T> {
         match file(key).and_then(|(v, o)| parse(&v).ok().map(|t| Setting::new(t, o))) {
             Some(s) => s,

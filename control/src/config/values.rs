@@ -7,20 +7,49 @@ use std::net::SocketAddr;
 use super::keys::Ty;
 use crate::mm2::filter::{PatternList, java_list};
 
+/// Why a key does not accept a value. Never retriable: the file must change. Callers add the
+/// key and the line ([`super::ConfigError`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// Not of the key's type, or out of its range.
+    #[error("expected {expected}")]
+    Expected {
+        /// What the key takes.
+        expected: String,
+    },
+    /// A `bootstrap.servers` entry that is not `host:port`.
+    #[error("invalid address `{entry}`: {reason}")]
+    Address { entry: String, reason: &'static str },
+    /// `bootstrap.servers` names no broker.
+    #[error("no broker address given")]
+    NoAddress,
+    /// What the value says is not valid: a regular expression, a JAAS entry.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ValueError {
+    fn expected(what: impl Into<String>) -> ValueError {
+        ValueError::Expected {
+            expected: what.into(),
+        }
+    }
+}
+
 /// Java's `String.trim()`: strips every character up to U+0020 at both ends.
 pub fn java_trim(s: &str) -> &str {
     s.trim_matches(|c: char| c <= ' ')
 }
 
 /// `ConfigDef` BOOLEAN: `true`/`false`, any case, trimmed.
-pub fn parse_bool(v: &str) -> Result<bool, String> {
+pub fn parse_bool(v: &str) -> Result<bool, ValueError> {
     let t = java_trim(v);
     if t.eq_ignore_ascii_case("true") {
         Ok(true)
     } else if t.eq_ignore_ascii_case("false") {
         Ok(false)
     } else {
-        Err("expected true or false".to_string())
+        Err(ValueError::expected("true or false"))
     }
 }
 
@@ -31,24 +60,24 @@ pub fn java_parse_boolean(v: &str) -> bool {
 }
 
 /// An integer with `Integer/Long/Short.parseXxx` syntax, checked against `[lo, hi]`.
-pub fn parse_int(v: &str, lo: i64, hi: i64, what: &str) -> Result<i64, String> {
+pub fn parse_int(v: &str, lo: i64, hi: i64, what: &str) -> Result<i64, ValueError> {
     let t = java_trim(v);
     let n: i64 = t
         .parse()
-        .map_err(|_| format!("expected {what}, not a number"))?;
+        .map_err(|_| ValueError::expected(format!("{what}, not a number")))?;
     if n < lo || n > hi {
-        return Err(format!("expected {what}, out of range"));
+        return Err(ValueError::expected(format!("{what}, out of range")));
     }
     Ok(n)
 }
 
 /// A double (`Double.parseDouble`, including the `d`/`f` suffixes) in `[lo, hi]`.
-pub fn parse_double(v: &str, lo: f64, hi: f64) -> Result<f64, String> {
+pub fn parse_double(v: &str, lo: f64, hi: f64) -> Result<f64, ValueError> {
     let t = java_trim(v);
     let t = t.strip_suffix(['d', 'D', 'f', 'F']).unwrap_or(t);
-    let n: f64 = t.parse().map_err(|_| "expected a number".to_string())?;
+    let n: f64 = t.parse().map_err(|_| ValueError::expected("a number"))?;
     if !(n >= lo && n <= hi) {
-        return Err(format!("expected a number in [{lo}, {hi}]"));
+        return Err(ValueError::expected(format!("a number in [{lo}, {hi}]")));
     }
     Ok(n)
 }
@@ -74,45 +103,47 @@ impl fmt::Display for BrokerAddress {
 
 /// Parses `bootstrap.servers` like `ClientUtils.parseAndValidateAddresses`: empty entries
 /// are skipped, an optional `PROTOCOL://` prefix is ignored, IPv6 goes in brackets.
-pub fn parse_host_ports(v: &str) -> Result<Vec<BrokerAddress>, String> {
+pub fn parse_host_ports(v: &str) -> Result<Vec<BrokerAddress>, ValueError> {
     let mut out = Vec::new();
     for item in java_list(v) {
         if item.is_empty() {
             continue;
         }
+        let bad = |reason| ValueError::Address {
+            entry: item.clone(),
+            reason,
+        };
         let addr = item
             .split_once("://")
             .map(|(_, rest)| rest)
             .unwrap_or(&item);
         let (host, port) = if let Some(rest) = addr.strip_prefix('[') {
-            let (h, after) = rest
-                .split_once(']')
-                .ok_or_else(|| format!("invalid address `{item}`: missing `]`"))?;
+            let (h, after) = rest.split_once(']').ok_or_else(|| bad("missing `]`"))?;
             let p = after
                 .strip_prefix(':')
-                .ok_or_else(|| format!("invalid address `{item}`: expected host:port"))?;
+                .ok_or_else(|| bad("expected host:port"))?;
             (h, p)
         } else {
             addr.rsplit_once(':')
-                .ok_or_else(|| format!("invalid address `{item}`: expected host:port"))?
+                .ok_or_else(|| bad("expected host:port"))?
         };
         let host_ok = !host.is_empty()
             && host
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '%' | '.' | '_' | ':'));
         if !host_ok {
-            return Err(format!("invalid address `{item}`: bad host name"));
+            return Err(bad("bad host name"));
         }
         let port: u16 = port
             .parse()
-            .map_err(|_| format!("invalid address `{item}`: the port must be 0..=65535"))?;
+            .map_err(|_| bad("the port must be 0..=65535"))?;
         out.push(BrokerAddress {
             host: host.to_string(),
             port,
         });
     }
     if out.is_empty() {
-        return Err("no broker address given".to_string());
+        return Err(ValueError::NoAddress);
     }
     Ok(out)
 }
@@ -132,7 +163,7 @@ pub enum AutoOffsetReset {
 
 impl AutoOffsetReset {
     /// Parses the value (case-insensitive, as Kafka's validator).
-    pub fn parse(v: &str) -> Result<AutoOffsetReset, String> {
+    pub fn parse(v: &str) -> Result<AutoOffsetReset, ValueError> {
         let t = java_trim(v);
         let lower = t.to_ascii_lowercase();
         match lower.as_str() {
@@ -143,10 +174,9 @@ impl AutoOffsetReset {
                 Some(d) if d.starts_with('p') && d.len() > 1 => Ok(AutoOffsetReset::ByDuration(
                     t["by_duration:".len()..].to_string(),
                 )),
-                _ => Err(
-                    "expected earliest, latest, none or by_duration:<ISO-8601 duration>"
-                        .to_string(),
-                ),
+                _ => Err(ValueError::expected(
+                    "earliest, latest, none or by_duration:<ISO-8601 duration>",
+                )),
             },
         }
     }
@@ -173,11 +203,11 @@ pub enum IsolationLevel {
 
 impl IsolationLevel {
     /// Parses the value.
-    pub fn parse(v: &str) -> Result<IsolationLevel, String> {
+    pub fn parse(v: &str) -> Result<IsolationLevel, ValueError> {
         match java_trim(v) {
             "read_committed" => Ok(IsolationLevel::ReadCommitted),
             "read_uncommitted" => Ok(IsolationLevel::ReadUncommitted),
-            _ => Err("expected read_committed or read_uncommitted".to_string()),
+            _ => Err(ValueError::expected("read_committed or read_uncommitted")),
         }
     }
 
@@ -211,12 +241,12 @@ pub enum Acks {
 
 impl Acks {
     /// Parses the value.
-    pub fn parse(v: &str) -> Result<Acks, String> {
+    pub fn parse(v: &str) -> Result<Acks, ValueError> {
         match java_trim(v) {
             "all" | "-1" => Ok(Acks::All),
             "1" => Ok(Acks::Leader),
             "0" => Ok(Acks::None),
-            _ => Err("expected all, -1, 0 or 1".to_string()),
+            _ => Err(ValueError::expected("all, -1, 0 or 1")),
         }
     }
 
@@ -240,7 +270,7 @@ impl Acks {
 }
 
 /// Checks `v` against a key's type (not against what strait supports).
-pub fn check_type(ty: Ty, v: &str) -> Result<(), String> {
+pub fn check_type(ty: Ty, v: &str) -> Result<(), ValueError> {
     match ty {
         Ty::Bool => parse_bool(v).map(drop),
         Ty::Int(lo, hi) => parse_int(v, lo, hi, &ty.describe()).map(drop),
@@ -259,7 +289,7 @@ pub fn check_type(ty: Ty, v: &str) -> Result<(), String> {
             if ok {
                 Ok(())
             } else {
-                Err("expected a Java class name".to_string())
+                Err(ValueError::expected("a Java class name"))
             }
         }
         Ty::Enum(options) => {
@@ -267,7 +297,7 @@ pub fn check_type(ty: Ty, v: &str) -> Result<(), String> {
             if options.contains(&t) {
                 Ok(())
             } else {
-                Err(format!("expected {}", ty.describe()))
+                Err(ValueError::expected(ty.describe()))
             }
         }
         Ty::EnumCi(options) => {
@@ -275,7 +305,7 @@ pub fn check_type(ty: Ty, v: &str) -> Result<(), String> {
             if options.iter().any(|o| o.eq_ignore_ascii_case(t)) {
                 Ok(())
             } else {
-                Err(format!("expected {}", ty.describe()))
+                Err(ValueError::expected(ty.describe()))
             }
         }
         Ty::HostPorts => parse_host_ports(v).map(drop),
@@ -283,38 +313,40 @@ pub fn check_type(ty: Ty, v: &str) -> Result<(), String> {
         Ty::Patterns => PatternList::parse("", v).map(drop).map_err(|e| match e {
             crate::mm2::filter::FilterError::InvalidRegex {
                 culprit, reason, ..
-            } => match culprit {
+            } => ValueError::Invalid(match culprit {
                 Some(c) => format!("invalid regular expression `{c}`: {reason}"),
                 None => format!("invalid regular expression: {reason}"),
-            },
-            other => other.to_string(),
+            }),
+            other => ValueError::Invalid(other.to_string()),
         }),
-        Ty::Jaas => super::jaas::parse(v).map(drop).map_err(|e| e.to_string()),
+        Ty::Jaas => super::jaas::parse(v)
+            .map(drop)
+            .map_err(|e| ValueError::Invalid(e.to_string())),
         Ty::ListenAddr => parse_listen_addr(v).map(drop),
         Ty::OffsetReset => AutoOffsetReset::parse(v).map(drop),
     }
 }
 
 /// A replication factor: -1 (broker default) or 1..=32767.
-pub fn parse_replication_factor(v: &str) -> Result<i16, String> {
+pub fn parse_replication_factor(v: &str) -> Result<i16, ValueError> {
     let n = parse_int(v, i64::MIN, i64::MAX, "an integer")
-        .map_err(|_| "expected -1 (broker default) or 1..=32767, not a number".to_string())?;
+        .map_err(|_| ValueError::expected("-1 (broker default) or 1..=32767, not a number"))?;
     if n == -1 || (1..=i64::from(i16::MAX)).contains(&n) {
         // In range by the check just above.
         Ok(i16::try_from(n).unwrap_or(-1))
     } else {
-        Err("expected -1 (broker default) or 1..=32767".to_string())
+        Err(ValueError::expected("-1 (broker default) or 1..=32767"))
     }
 }
 
 /// `ip:port`, or `None` for an empty value.
-pub fn parse_listen_addr(v: &str) -> Result<Option<SocketAddr>, String> {
+pub fn parse_listen_addr(v: &str) -> Result<Option<SocketAddr>, ValueError> {
     let t = java_trim(v);
     if t.is_empty() {
         return Ok(None);
     }
     t.parse::<SocketAddr>().map(Some).map_err(|_| {
-        "expected ip:port (for example 127.0.0.1:8787), or empty to disable".to_string()
+        ValueError::expected("ip:port (for example 127.0.0.1:8787), or empty to disable")
     })
 }
 

@@ -16,7 +16,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Unit;
-use super::codec::{Assignment, MemberMetadata, MemberSummary};
+use super::codec::{Assignment, CodecError, MemberMetadata, MemberSummary};
 use super::digest::refusal;
 use super::membership::JoinedMember;
 
@@ -97,14 +97,9 @@ pub fn lead(
     members: &[JoinedMember],
     units: &BTreeSet<Unit>,
 ) -> (Vec<(String, Assignment)>, usize) {
-    let decoded: Vec<(&str, Result<MemberMetadata, String>)> = members
+    let decoded: Vec<(&str, Result<MemberMetadata, CodecError>)> = members
         .iter()
-        .map(|m| {
-            let md = MemberMetadata::decode(&m.metadata).map_err(|e| {
-                format!("the group leader cannot read this member's metadata ({e}): a different strait version?")
-            });
-            (m.member_id.as_str(), md)
-        })
+        .map(|m| (m.member_id.as_str(), MemberMetadata::decode(&m.metadata)))
         .collect();
     let leader = decoded
         .iter()
@@ -116,8 +111,11 @@ pub fn lead(
     let mut inputs = Vec::new();
     for (id, md) in &decoded {
         match md {
-            Err(why) => {
-                refused.insert(id, why.clone());
+            Err(e) => {
+                refused.insert(
+                    id,
+                    format!("the group leader cannot read this member's metadata ({e}): a different strait version?"),
+                );
             }
             Ok(md) => match refusal(&leader, md) {
                 Some(why) => {

@@ -53,6 +53,17 @@ pub enum FilterError {
     InvalidUseDefaultsFrom { value: String },
 }
 
+/// Why a Java regular expression cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegexError {
+    /// Java syntax strait does not translate (or that Java refuses too).
+    #[error("{0}")]
+    Syntax(String),
+    /// Neither engine compiles the translated pattern: their reason.
+    #[error("{0}")]
+    Engine(String),
+}
+
 /// Parses a ConfigDef `LIST` value the way Kafka does: Java `trim()` (every character up
 /// to U+0020), then split on `\s*,\s*` keeping empty elements; a blank value is empty.
 pub fn java_list(value: &str) -> Vec<String> {
@@ -104,7 +115,7 @@ impl Eq for JavaRegex {}
 
 impl JavaRegex {
     /// Compiles `pattern` (Java syntax) for whole-input matching.
-    pub fn full_match(pattern: &str) -> Result<JavaRegex, String> {
+    pub fn full_match(pattern: &str) -> Result<JavaRegex, RegexError> {
         let translated = translate_java_regex(pattern)?;
         let anchored = format!("^(?:{translated})$");
         // `regex` reads Java's possessive `a*+` as a nested repetition `(a*)+`, with another
@@ -127,7 +138,10 @@ impl JavaRegex {
                         source: pattern.to_string(),
                         engine: Engine::Backtracking(Box::new(re)),
                     }),
-                    Err(fancy_err) => Err(describe_regex_error(linear_err.as_ref(), &fancy_err)),
+                    Err(fancy_err) => Err(RegexError::Engine(describe_regex_error(
+                        linear_err.as_ref(),
+                        &fancy_err,
+                    ))),
                 }
             }
         }
@@ -202,7 +216,7 @@ fn describe_regex_error(linear: Option<&regex::Error>, fancy: &fancy_regex::Erro
 
 /// Rewrites Java-only syntax into syntax both Rust engines read with Java's meaning.
 #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
-pub fn translate_java_regex(p: &str) -> Result<String, String> {
+pub fn translate_java_regex(p: &str) -> Result<String, RegexError> {
     let chars: Vec<char> = p.chars().collect();
     let mut out = String::with_capacity(p.len() + 8);
     let mut class_depth = 0usize;
@@ -231,7 +245,9 @@ pub fn translate_java_regex(p: &str) -> Result<String, String> {
             }
             '\\' => {
                 let Some(&e) = chars.get(i) else {
-                    return Err("pattern ends with a lone backslash".to_string());
+                    return Err(RegexError::Syntax(
+                        "pattern ends with a lone backslash".into(),
+                    ));
                 };
                 i += 1;
                 let inside = class_depth > 0;
@@ -262,7 +278,7 @@ pub fn translate_java_regex(p: &str) -> Result<String, String> {
                     'a' => out.push_str(r"\x07"),
                     'c' => {
                         let Some(&x) = chars.get(i) else {
-                            return Err("`\\c` needs a control letter".to_string());
+                            return Err(RegexError::Syntax("`\\c` needs a control letter".into()));
                         };
                         i += 1;
                         out.push_str(&format!(r"\x{{{:X}}}", (x as u32) ^ 64));
@@ -282,7 +298,7 @@ pub fn translate_java_regex(p: &str) -> Result<String, String> {
                             }
                         }
                         if n == 0 {
-                            return Err("illegal octal escape `\\0`".to_string());
+                            return Err(RegexError::Syntax("illegal octal escape `\\0`".into()));
                         }
                         out.push_str(&format!(r"\x{{{value:X}}}"));
                     }
@@ -295,9 +311,9 @@ pub fn translate_java_regex(p: &str) -> Result<String, String> {
                             None => {
                                 let rust_name = name.strip_prefix("Is").unwrap_or(&name);
                                 if name.starts_with("java") || name.starts_with("In") {
-                                    return Err(format!(
+                                    return Err(RegexError::Syntax(format!(
                                         "`\\{e}{{{name}}}` (Java-only character class) is not supported"
-                                    ));
+                                    )));
                                 }
                                 out.push_str(&format!("\\{e}{{{rust_name}}}"));
                             }
@@ -353,17 +369,17 @@ fn push_class(out: &mut String, set: &str, negated: bool, inside_class: bool) {
 }
 
 /// Reads the name after `\p`: `{Name}` or a single letter.
-fn property_name(rest: &[char]) -> Result<(String, usize), String> {
+fn property_name(rest: &[char]) -> Result<(String, usize), RegexError> {
     match rest.first() {
         Some('{') => {
             let end = rest
                 .iter()
                 .position(|&c| c == '}')
-                .ok_or_else(|| "unclosed `\\p{`".to_string())?;
+                .ok_or_else(|| RegexError::Syntax("unclosed `\\p{`".into()))?;
             Ok((rest[1..end].iter().collect(), end + 1))
         }
         Some(&c) => Ok((c.to_string(), 1)),
-        None => Err("`\\p` needs a class name".to_string()),
+        None => Err(RegexError::Syntax("`\\p` needs a class name".into())),
     }
 }
 
@@ -418,7 +434,7 @@ impl PatternList {
                 Err(FilterError::InvalidRegex {
                     key: key.to_string(),
                     culprit,
-                    reason,
+                    reason: reason.to_string(),
                 })
             }
         }

@@ -407,6 +407,16 @@ async fn discover(cx: &mut Loop<'_>, fid: FlowId) {
     }
 }
 
+/// Why a flow a reload restarted or added could not start (it is left out until the next
+/// reload).
+#[derive(Debug, thiserror::Error)]
+enum FlowStartError {
+    #[error("opening it took longer than {0:?}")]
+    Timeout(Duration),
+    #[error(transparent)]
+    Open(#[from] super::RunError),
+}
+
 /// Opens a restarted or added flow with its new plan, discovers it, and pauses again what an
 /// operator held.
 async fn start_flow(
@@ -414,14 +424,13 @@ async fn start_flow(
     cx: &mut Loop<'_>,
     name: &str,
     plan: FlowPlan,
-) -> Result<(), String> {
+) -> Result<(), FlowStartError> {
     let opened = tokio::time::timeout(
         STEP_TIMEOUT,
         super::start::open_flow(plan, &r.instance, Instant::now()),
     )
     .await
-    .map_err(|_| format!("opening it took longer than {STEP_TIMEOUT:?}"))?
-    .map_err(|e| e.to_string())?;
+    .map_err(|_| FlowStartError::Timeout(STEP_TIMEOUT))??;
     // A restarted flow keeps its id (its partitions' keys); an added one takes the next.
     let fid = match cx.flows.iter().position(|f| !f.retired && f.name() == name) {
         Some(i) => {

@@ -119,7 +119,12 @@ fn source_for(creds: &ClientCredentials) -> Arc<Source> {
     source
 }
 
-async fn wait_for_token(source: &Source) -> Result<Secret, String> {
+/// The token thread's last failure, as it published it (the thread owns the typed error).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+struct NoToken(String);
+
+async fn wait_for_token(source: &Source) -> Result<Secret, NoToken> {
     let mut rx = source.state.subscribe();
     loop {
         {
@@ -130,7 +135,7 @@ async fn wait_for_token(source: &Source) -> Result<Secret, String> {
                 return Ok(t.value.clone());
             }
             if let Some(e) = &state.error {
-                return Err(e.clone());
+                return Err(NoToken(e.clone()));
             }
         }
         rx.changed()
@@ -222,6 +227,30 @@ fn jitter() -> f64 {
     (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// The last error of a token fetch and how many attempts it ended.
+#[derive(Debug)]
+struct TokenFailure {
+    error: FetchError,
+    attempts: u32,
+    elapsed: Duration,
+}
+
+impl std::fmt::Display for TokenFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.attempts <= 1 {
+            write!(f, "{}", self.error)
+        } else {
+            write!(
+                f,
+                "{} (after {} attempts in {} ms)",
+                self.error,
+                self.attempts,
+                self.elapsed.as_millis()
+            )
+        }
+    }
+}
+
 /// Why one attempt to obtain a token failed. Never holds the token or the secret.
 #[derive(Debug, thiserror::Error)]
 enum FetchError {
@@ -291,7 +320,7 @@ impl<'a> Fetcher<'a> {
 
     /// Kafka's `Retry`: attempts with exponential backoff from `sasl.login.retry.backoff.ms`
     /// until `sasl.login.retry.backoff.max.ms` have passed; unretryable errors end it at once.
-    fn fetch_with_retries(&self) -> Result<(Secret, oauth::TokenClaims), String> {
+    fn fetch_with_retries(&self) -> Result<(Secret, oauth::TokenClaims), TokenFailure> {
         let started = Instant::now();
         let budget = Duration::from_millis(self.creds.retry_backoff_max_ms);
         let mut attempt: u32 = 0;
@@ -309,13 +338,10 @@ impl<'a> Fetcher<'a> {
             )
             .min(budget.saturating_sub(elapsed));
             if !err.is_retriable() || wait.is_zero() {
-                return Err(if attempt == 1 {
-                    err.to_string()
-                } else {
-                    format!(
-                        "{err} (after {attempt} attempts in {} ms)",
-                        started.elapsed().as_millis()
-                    )
+                return Err(TokenFailure {
+                    error: err,
+                    attempts: attempt,
+                    elapsed: started.elapsed(),
                 });
             }
             tracing::debug!(attempt, error = %err, wait_ms = wait.as_millis() as u64, "OAuth token attempt failed");
