@@ -9,7 +9,7 @@
 //! partition held by exactly one member.
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -247,13 +247,19 @@ fn sample_ends(
     remote: String,
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<Vec<Sample>>> {
-    let source = kafka::admin("source", &spec.source, spec.backend)?;
-    let target = kafka::admin("target", &spec.target, spec.backend)?;
+    let (source, target) = (spec.source.clone(), spec.target.clone());
     let (partitions, backend) = (spec.partitions, spec.backend);
     Ok(std::thread::Builder::new()
         .name("ends".into())
         .spawn(move || {
             let mut out = Vec::new();
+            // The clients belong to this thread's runtime.
+            let (Ok(source), Ok(target)) = (
+                kafka::admin("source", &source, backend),
+                kafka::admin("target", &target, backend),
+            ) else {
+                return out;
+            };
             let _ = strait_dataplane::io::block_on(backend, async {
                 while !stop.load(Ordering::Relaxed) {
                     let s = ends(&source, &topic, partitions).await;
@@ -310,7 +316,7 @@ pub fn run(spec: &GroupSpec) -> Result<GroupResult> {
     let remote = replicator::remote_topic(&src_alias, &topic);
     let source_admin = kafka::admin("source", &spec.source, spec.backend)?;
     strait_dataplane::io::block_on(spec.backend, async {
-        kafka::create_topic(&source_admin, &topic, spec.partitions, &[]).await
+        kafka::create_topic(&source_admin, &topic, spec.partitions as i32, &[]).await
     })??;
     let params = ConfigParams {
         source_alias: src_alias,

@@ -490,7 +490,7 @@ impl<'a> Resolver<'a> {
             .unwrap_or_else(|_| GroupFilter::mm2_default());
         let config_properties_exclude = self.list_setting(&cp, "config.properties.exclude");
         let use_defaults_from = setting(&cp, "use.defaults.from", UseDefaultsFrom::Target, |v| {
-            UseDefaultsFrom::parse(v).map_err(|e| e.to_string())
+            UseDefaultsFrom::parse(v).map_err(|e| ValueError::Invalid(e.to_string()))
         });
         let config_property_filter =
             ConfigPropertyFilter::new(&config_properties_exclude.value, use_defaults_from.value)
@@ -563,7 +563,9 @@ impl<'a> Resolver<'a> {
             |v| match java_trim(v) {
                 "source" => Ok(OffsetSyncsLocation::Source),
                 "target" => Ok(OffsetSyncsLocation::Target),
-                _ => Err("expected source or target".to_string()),
+                _ => Err(ValueError::Expected {
+                    expected: "source or target".into(),
+                }),
             },
         );
         let emit_offset_syncs_enabled = self.conn_bool(&cp, "emit.offset-syncs.enabled");
@@ -1640,7 +1642,9 @@ pub(crate) fn strait_settings(
                 "auto" => Ok(IoBackend::Auto),
                 "uring" => Ok(IoBackend::Uring),
                 "epoll" => Ok(IoBackend::Epoll),
-                _ => Err(String::new()),
+                _ => Err(ValueError::Expected {
+                    expected: "auto, uring or epoll".into(),
+                }),
             },
         ),
         api_listen: get(
@@ -1707,7 +1711,9 @@ pub(crate) fn strait_settings(
             |v| match java_trim(v) {
                 "fail" => Ok(OnLostPosition::Fail),
                 "earliest" => Ok(OnLostPosition::Earliest),
-                _ => Err(String::new()),
+                _ => Err(ValueError::Expected {
+                    expected: "fail or earliest".into(),
+                }),
             },
         ),
         metrics_enabled: get(

@@ -140,7 +140,7 @@ async fn wait_for_token(source: &Source) -> Result<Secret, NoToken> {
         }
         rx.changed()
             .await
-            .map_err(|_| "the token source stopped".to_string())?;
+            .map_err(|_| NoToken("the token source stopped".to_string()))?;
     }
 }
 
