@@ -20,6 +20,7 @@ fn params(sasl: Option<SaslConfig>) -> ConnectionParams {
         tls: None,
         sasl,
         scram_nonce: "fyko+d2lbbFgONRv9qkxdawL".into(),
+        bearer_token: None,
         max_response_bytes: MAX_RESPONSE_BYTES,
     }
 }
@@ -30,15 +31,15 @@ fuzz_target!(|data: &[u8]| {
     };
     let sasl = match mode % 4 {
         0 => None,
-        m => Some(SaslConfig {
-            mechanism: match m {
+        m => Some(SaslConfig::password(
+            match m {
                 1 => SaslMechanism::Plain,
                 2 => SaslMechanism::ScramSha256,
                 _ => SaslMechanism::ScramSha512,
             },
-            username: "user".into(),
-            password: Secret::new("pencil"),
-        }),
+            "user",
+            Secret::new("pencil"),
+        )),
     };
     let Ok(mut conn) = Connection::new(params(sasl)) else {
         return;

@@ -44,7 +44,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = imported.apply(key, None);
         }
         _ => {
-            let _ = strait_control::progress::decode("A", key, value);
+            let _ = strait_control::store::progress::decode("A", key, value);
         }
     }
 });
