@@ -139,8 +139,8 @@ impl Member {
             .status();
     }
 
-    /// `(generation, members, partitions held)` when this member's group is stable.
-    fn view(&self) -> Option<(i64, usize, Vec<i64>)> {
+    /// `(generation, members, partitions of `topic` held)` when this member's group is stable.
+    fn view(&self, topic: &str) -> Option<(i64, usize, Vec<i64>)> {
         let v = http_get_json(&self.api, "/status")?;
         let g = &v["group"];
         if g["state"] != "stable" {
@@ -149,6 +149,7 @@ impl Member {
         let parts = v["flows"][0]["partitions"]
             .as_array()?
             .iter()
+            .filter(|p| p["topic"] == topic)
             .filter_map(|p| p["partition"].as_i64())
             .collect();
         Some((
@@ -196,11 +197,15 @@ fn http_get_json(addr: &str, path: &str) -> Option<serde_json::Value> {
 }
 
 /// Waits until every member sees one stable generation of `members.len()` members and the
-/// partitions are each held once.
-fn wait_balanced(members: &[Member], partitions: usize) -> Result<()> {
+/// partitions of `topic` are each held once.
+fn wait_balanced(members: &[Member], topic: &str, partitions: usize) -> Result<()> {
     let deadline = Instant::now() + BALANCE_TIMEOUT;
     loop {
-        let views: Option<Vec<_>> = members.iter().map(Member::view).collect();
+        let all: Vec<_> = members.iter().map(|m| m.view(topic)).collect();
+        let views: Option<Vec<_>> = all.iter().cloned().collect();
+        if Instant::now() > deadline {
+            bail!("the group was not balanced within {BALANCE_TIMEOUT:?}: members see {all:?}");
+        }
         if let Some(views) = views {
             let generation = views[0].0;
             let held: Vec<i64> = views.iter().flat_map(|v| v.2.clone()).collect();
@@ -213,9 +218,6 @@ fn wait_balanced(members: &[Member], partitions: usize) -> Result<()> {
             {
                 return Ok(());
             }
-        }
-        if Instant::now() > deadline {
-            bail!("the group was not balanced within {BALANCE_TIMEOUT:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -348,7 +350,7 @@ pub fn run(spec: &GroupSpec) -> Result<GroupResult> {
     for k in 0..(spec.instances - 1) as usize {
         members.push(Member::start(&spec.strait, &config, log(k))?);
     }
-    wait_balanced(&members, partitions)?;
+    wait_balanced(&members, &topic, partitions)?;
 
     // The load runs from now until the last event settled.
     let settle = Duration::from_secs(spec.settle_s);
@@ -391,7 +393,7 @@ pub fn run(spec: &GroupSpec) -> Result<GroupResult> {
         let before = members.len() as u32;
         let at = Instant::now();
         act(members)?;
-        wait_balanced(members, partitions)?;
+        wait_balanced(members, &topic, partitions)?;
         let took = at.elapsed();
         eprintln!(
             "strait-bench: {name}: {before} -> {} members, balanced after {:.2} s",

@@ -77,7 +77,7 @@ struct GroupArgs {
     /// The strait binary (default: next to this executable).
     #[arg(long)]
     strait: Option<PathBuf>,
-    /// Where the JSON result goes (default perf/results/<date>-group.json).
+    /// Where the JSON result goes (default perf/results/scaling/<date>-group.json).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -526,7 +526,7 @@ fn cmd_group(
     };
     let r = strait_bench::group::run(&spec)?;
     let out = a.out.unwrap_or_else(|| {
-        repo.join("perf/results")
+        repo.join("perf/results/scaling")
             .join(format!("{}-group.json", &date[..10.min(date.len())]))
     });
     let json = serde_json::json!({
