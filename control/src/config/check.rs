@@ -152,6 +152,7 @@ fn client(out: &mut String, c: &ClientConfig, typed: &[(&str, Setting<String>)])
     }
 }
 
+#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 fn flow(out: &mut String, f: &FlowConfig) {
     let state = if f.enabled.value {
         "replicating"
@@ -418,6 +419,7 @@ fn flow(out: &mut String, f: &FlowConfig) {
 }
 
 impl fmt::Display for CheckReport {
+    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut out = String::new();
         let _ = writeln!(out, "strait check {}", self.path.display());

@@ -475,6 +475,7 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
     fn flow(&mut self, src: &str, tgt: &str) -> FlowConfig {
         let cp = self.connector_props(src, tgt);
         let worker = self.worker_props(src, tgt);
@@ -670,6 +671,7 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
     fn clients(
         &mut self,
         src: &str,
@@ -980,6 +982,7 @@ impl<'a> Resolver<'a> {
     }
 
     /// TLS settings with the rules of Kafka's `DefaultSslEngineFactory`.
+    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
     fn tls(&mut self, props: &Props, protocol: SecurityProtocol) -> Option<TlsConfig> {
         let get = |k: &str| {
             props
@@ -1314,6 +1317,7 @@ impl<'a> Resolver<'a> {
             .map(|c| OAuthLogin::ClientCredentials(Box::new(c)))
     }
 
+    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
     fn client_credentials(
         &mut self,
         props: &Props,
@@ -1463,6 +1467,7 @@ pub const STRAIT_LOGIN_TIMEOUT_MS: u64 = 10_000;
 
 /// The unsecured login's options, with the rules of Kafka's
 /// `OAuthBearerUnsecuredLoginCallbackHandler`. Messages name options, never their values.
+#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 fn unsecured_login(options: &BTreeMap<String, String>) -> Result<UnsecuredLogin, ValueError> {
     let invalid = |m: String| ValueError::Invalid(m);
     const PREFIX: &str = "unsecuredLogin";
@@ -1598,6 +1603,7 @@ struct FlowCtx<'s> {
 }
 
 /// Reads the `strait.*` settings.
+#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 pub(crate) fn strait_settings(
     path: &Arc<Path>,
     raw: &BTreeMap<String, RawEntry>,
