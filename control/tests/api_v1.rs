@@ -321,6 +321,12 @@ fn flows_stop_resume_and_offsets() {
         Some(3),
         "{v}"
     );
+    // Partition 2 caught up first, so that its stored position is the source's end when it
+    // stops (records still in flight would land after the stop and leave it behind).
+    eventually(60, "partition 2 caught up", || {
+        (values(tb.target(), &remote, 2).len() == values(tb.source(), &topic, 2).len())
+            .then_some(())
+    });
     let (code, _, err) = ctl(
         &["stop", "A->B", "--topic", &topic, "--partition", "2"],
         None,
