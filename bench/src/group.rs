@@ -11,8 +11,6 @@
 
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -183,17 +181,14 @@ impl Drop for Member {
     }
 }
 
+/// `GET path` on a member's API, through `strait ctl`'s client.
 fn http_get_json(addr: &str, path: &str) -> Option<serde_json::Value> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    serde_json::from_str(out.split_once("\r\n\r\n")?.1).ok()
+    let client = strait_control::commands::ctl::Client {
+        addr: addr.to_string(),
+        token: None,
+        tls: None,
+    };
+    client.call("GET", path, None).ok()
 }
 
 /// Waits until every member sees one stable generation of `members.len()` members and the
@@ -512,27 +507,16 @@ mod tests {
     fn a_partition_with_nothing_to_copy_is_not_stalled_and_one_that_waits_is() {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let sample = |ms, source: [i64; 2], target: [i64; 2]| Sample {
+            at: at(ms),
+            source: source.to_vec(),
+            target: target.to_vec(),
+        };
         let samples = vec![
-            Sample {
-                at: at(0),
-                source: vec![10, 10],
-                target: vec![10, 5],
-            },
-            Sample {
-                at: at(100),
-                source: vec![10, 20],
-                target: vec![10, 5],
-            },
-            Sample {
-                at: at(900),
-                source: vec![10, 30],
-                target: vec![10, 5],
-            },
-            Sample {
-                at: at(1000),
-                source: vec![10, 30],
-                target: vec![10, 30],
-            },
+            sample(0, [10, 10], [10, 5]),
+            sample(100, [10, 20], [10, 5]),
+            sample(900, [10, 30], [10, 5]),
+            sample(1000, [10, 30], [10, 30]),
         ];
         let s = stalls(&samples, at(0), at(1000));
         assert_eq!(s[0], Duration::ZERO);
