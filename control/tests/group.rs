@@ -602,17 +602,6 @@ fn a_rolling_restart_of_every_member_loses_nothing() {
     stop_all(members);
 }
 
-/// Kafka's own clients and MM2's `RemoteClusterUtils` (tests/java/StraitOffsetsTool.java).
-fn offsets_tool() -> &'static strait_tests::JavaProgram {
-    static TOOL: std::sync::OnceLock<strait_tests::JavaProgram> = std::sync::OnceLock::new();
-    TOOL.get_or_init(|| {
-        strait_tests::JavaProgram::compile(
-            "org.apache.kafka.connect.mirror.StraitOffsetsTool",
-            include_str!("../../tests/java/StraitOffsetsTool.java"),
-        )
-    })
-}
-
 /// A record read by the tool's consumer: (partition, offset).
 fn consumed(out: &str) -> Vec<(i32, i64)> {
     out.lines()
@@ -626,23 +615,14 @@ fn consumed(out: &str) -> Vec<(i32, i64)> {
 /// Consumes at most `max` records (all when negative) of `topic` as `group` (read_committed,
 /// earliest) and commits after the last one of each partition; returns (partition, offset).
 fn consume_as(bootstrap: &str, group: &str, topic: &str, max: i64) -> Vec<(i32, i64)> {
-    consumed(&offsets_tool().run(
-        &[
-            "consume",
-            bootstrap,
-            group,
-            topic,
-            &max.to_string(),
-            "read_committed",
-            "earliest",
-        ],
-        None,
+    consumed(&strait_tests::consume_committed(
+        bootstrap, group, topic, max,
     ))
 }
 
 /// `RemoteClusterUtils.translateOffsets(target, "A", group)`: offset by remote partition.
 fn remote_cluster_utils(group: &str) -> BTreeMap<i32, i64> {
-    offsets_tool()
+    strait_tests::offsets_tool()
         .run(
             &["remote-translate", Testbed::get().target(), "A", group],
             None,
@@ -693,7 +673,7 @@ fn checkpoints_after_a_rebalance_stay_exact_for_remote_cluster_utils() {
     let topic = unique("group-ckpt");
     create_topic(tb.source(), &topic, 4, &[]);
     let produce_tx = |spec: &str| {
-        offsets_tool().run(
+        strait_tests::offsets_tool().run(
             &["produce-tx", tb.source(), &topic, &unique("grp-txid"), spec],
             None,
         );

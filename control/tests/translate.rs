@@ -11,17 +11,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use strait_tests::{JavaProgram, Testbed, kafka_tool_ok, temp_file, testbed_mm2_config, unique};
 
-const TOOL_CLASS: &str = "org.apache.kafka.connect.mirror.StraitOffsetsTool";
-const TOOL_SOURCE: &str = include_str!("../../tests/java/StraitOffsetsTool.java");
-
 fn tool() -> &'static JavaProgram {
-    static TOOL: OnceLock<JavaProgram> = OnceLock::new();
-    TOOL.get_or_init(|| JavaProgram::compile(TOOL_CLASS, TOOL_SOURCE))
+    strait_tests::offsets_tool()
 }
 
 /// A consumed record.
@@ -50,19 +45,9 @@ fn parse_records(out: &str) -> Vec<Rec> {
 /// Consumes at most `max` records (all when negative) of `topic` as `group` with Kafka's
 /// consumer (read_committed, earliest), committing exactly after the last one per partition.
 fn consume(bootstrap: &str, group: &str, topic: &str, max: i64) -> Vec<Rec> {
-    let out = tool().run(
-        &[
-            "consume",
-            bootstrap,
-            group,
-            topic,
-            &max.to_string(),
-            "read_committed",
-            "earliest",
-        ],
-        None,
-    );
-    parse_records(&out)
+    parse_records(&strait_tests::consume_committed(
+        bootstrap, group, topic, max,
+    ))
 }
 
 /// Everything `topic` holds now, read by a throwaway group that MM2's default group filter

@@ -405,6 +405,36 @@ pub fn strait_produce() -> &'static JavaProgram {
     })
 }
 
+/// `tests/java/StraitOffsetsTool.java`: Kafka's consumer, transactional producer, MM2's
+/// `RemoteClusterUtils` and `OffsetSyncStore` (commands in the file). Compiled once.
+pub fn offsets_tool() -> &'static JavaProgram {
+    static PROGRAM: OnceLock<JavaProgram> = OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        JavaProgram::compile(
+            "org.apache.kafka.connect.mirror.StraitOffsetsTool",
+            include_str!("../java/StraitOffsetsTool.java"),
+        )
+    })
+}
+
+/// Consumes at most `max` records (all when negative) of `topic` as `group` with Kafka's
+/// consumer (read_committed, earliest), committing exactly after the last one per partition;
+/// returns the tool's "partition offset value" lines.
+pub fn consume_committed(bootstrap: &str, group: &str, topic: &str, max: i64) -> String {
+    offsets_tool().run(
+        &[
+            "consume",
+            bootstrap,
+            group,
+            topic,
+            &max.to_string(),
+            "read_committed",
+            "earliest",
+        ],
+        None,
+    )
+}
+
 /// An `mm2.properties` for the test bed: clusters `A` (source) and `B` (target) on their
 /// PLAINTEXT listeners, flow `A->B` enabled for `topics`, heartbeats off, every replication
 /// factor 1, and `extra` lines appended. Returns the file's path.
