@@ -142,7 +142,7 @@ eval "$("$STRAIT_SCRIPTS_DIR/testbed" env)"
 
 # The short suite: one scenario per kind of fault, about 6 minutes on 2 cores. scripts/faults.sh
 # runs every scenario (and --full the long versions).
-SHORT_SUITE=(rolling_restart target_broker_killed_and_left_down target_group_coordinator_killed strait_sigkilled_repeatedly target_black_hole slow_target)
+SHORT_SUITE=(rolling_restart target_broker_killed_and_left_down target_group_coordinator_killed strait_sigkilled_repeatedly target_black_hole slow_target source_unclean_election source_unclean_election_while_strait_is_down)
 step "fault tests (short profile: ${SHORT_SUITE[*]})"
 fault_results="$STRAIT_TESTBED_DIR/faults/results-test-sh-$$.tsv"
 mkdir -p "$(dirname "$fault_results")"

@@ -212,6 +212,100 @@ impl FaultCluster {
         })
     }
 
+    /// Creates `topic` with `kafka-topics --replica-assignment` (`"1:2,3"`: partition 0 on
+    /// brokers 1 and 2, partition 1 on broker 3) and topic `configs` (`key=value`), and waits
+    /// until every partition has a leader.
+    pub fn create_topic_assigned(&self, topic: &str, assignment: &str, configs: &[&str]) {
+        let bootstrap = self.internal_bootstrap();
+        let mut args = vec![
+            "--bootstrap-server",
+            &bootstrap,
+            "--create",
+            "--topic",
+            topic,
+            "--replica-assignment",
+            assignment,
+        ];
+        for c in configs {
+            args.extend(["--config", c]);
+        }
+        crate::kafka_tool_ok("kafka-topics", &args, None);
+        self.wait_topic(topic, Duration::from_secs(60), "every partition led", |m| {
+            m.partitions.iter().all(|p| p.leader >= 0)
+        });
+    }
+
+    /// Waits until `topic`'s metadata satisfies `ok` (panics after `timeout`, naming `what`
+    /// and the last metadata); returns how long it took.
+    pub fn wait_topic(
+        &self,
+        topic: &str,
+        timeout: Duration,
+        what: &str,
+        ok: impl Fn(&TopicMeta) -> bool,
+    ) -> Duration {
+        let t0 = Instant::now();
+        loop {
+            let meta = self.topic(topic);
+            if meta.as_ref().is_some_and(&ok) {
+                return t0.elapsed();
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "{topic} on {}: not {what} within {timeout:?}; metadata {meta:?}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Makes `leader` (a replica outside the ISR) the leader of `topic`-`partition`, losing
+    /// what it lacks (`kafka-leader-election --election-type UNCLEAN`), retrying until the
+    /// metadata shows it or `timeout` passes. The tool's own answer is not enough either way:
+    /// while the controller quorum re-forms it may time out after the election took place.
+    pub fn elect_unclean(&self, topic: &str, partition: i32, leader: u32, timeout: Duration) {
+        let bootstrap = self.internal_bootstrap();
+        let p = partition.to_string();
+        let t0 = Instant::now();
+        let led = || {
+            self.topic(topic)
+                .and_then(|m| m.partition(partition).map(|x| x.leader))
+                == Some(leader as i32)
+        };
+        let mut last = String::new();
+        while !led() {
+            assert!(
+                t0.elapsed() < timeout,
+                "{topic}-{partition} on {}: broker {leader} not elected within {timeout:?}; the tool's last answer:\n{last}",
+                self.name
+            );
+            let out = crate::kafka_tool(
+                "kafka-leader-election",
+                &[
+                    "--bootstrap-server",
+                    &bootstrap,
+                    "--election-type",
+                    "UNCLEAN",
+                    "--topic",
+                    topic,
+                    "--partition",
+                    &p,
+                ],
+                None,
+            );
+            last = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            eprintln!(
+                "[faults] unclean election of {topic}-{partition}: {}",
+                last.lines().next().unwrap_or("")
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     /// `topic`'s metadata, `None` when it does not exist or the cluster does not answer.
     pub fn topic(&self, topic: &str) -> Option<TopicMeta> {
         run(async {

@@ -11,9 +11,13 @@
 use std::time::{Duration, Instant};
 
 use strait_tests::faults::{
-    Profile, Rng, Scenario, ScenarioConfig, assert_nothing_lost, target_end,
+    FaultCluster, Profile, Rng, Row, SOURCE_ALIAS, Scenario, ScenarioConfig, StraitProcess,
+    VerifiableProducer, assert_nothing_lost, compare_partition, exclusive, record, scenario_config,
+    tail, target_end,
 };
-use strait_tests::toxiproxy::Toxic;
+use strait_tests::log::{LogRecord, read_records};
+use strait_tests::toxiproxy::{Toxic, Toxiproxy};
+use strait_tests::unique;
 
 fn config(name: &str, seconds_short: u64, seconds_full: u64) -> ScenarioConfig {
     let p = Profile::get();
@@ -416,4 +420,230 @@ fn slow_target() {
 #[test]
 fn slow_source() {
     slow("slow-source", false);
+}
+
+/// (g) An unclean leader election on the source that loses records strait already copied.
+/// Partition 0 lives on source brokers 1 and 2 (`min.insync.replicas=1`), partition 1 on brokers
+/// 3 (its leader throughout) and 1. Broker 2 stops; what broker 1 then takes alone is copied; broker 1 is paused
+/// (SIGSTOP); broker 2 starts and is elected leader uncleanly with the shorter log; new records
+/// arrive and broker 1 comes back (and truncates). strait must find the divergence from leader
+/// epochs (KIP-320: the fetch's `last_fetched_epoch` and the answer's diverging epoch), stop
+/// partition 0 saying which source offsets the target holds that the source lost, copy nothing
+/// of the new log into it, and keep replicating partition 1.
+#[test]
+fn source_unclean_election() {
+    unclean_election("source-unclean-election", false);
+}
+
+/// (g') The same election while strait is stopped, and enough new records afterwards that the
+/// new log passes strait's stored position (so the position alone looks valid): the restarted
+/// strait must find the divergence from the leader epoch stored with its progress.
+#[test]
+fn source_unclean_election_while_strait_is_down() {
+    unclean_election("source-unclean-election-while-down", true);
+}
+
+#[allow(clippy::too_many_lines)] // one scenario told in order
+fn unclean_election(name: &str, strait_down: bool) {
+    let _lock = exclusive();
+    let source = FaultCluster::get("fsource");
+    let target = FaultCluster::get("ftarget");
+    let toxiproxy = Toxiproxy::from_testbed();
+    toxiproxy
+        .reset()
+        .unwrap_or_else(|e| panic!("cannot reset toxiproxy: {e}"));
+    source.heal();
+    target.heal();
+    let (a, b, c) = (1u32, 2u32, 3u32);
+    let topic = unique("fault-unclean");
+    let remote = format!("{SOURCE_ALIAS}.{topic}");
+    eprintln!("[faults] === {name}: {topic}");
+    source.create_topic_assigned(
+        &topic,
+        &format!("{a}:{b},{c}:{a}"),
+        &["min.insync.replicas=1"],
+    );
+    let mut strait = StraitProcess::start(&scenario_config(&source, &target, &topic));
+    let mut produced = 0;
+    let mut produce = |prefix: u32, n: u64| {
+        let log = VerifiableProducer::start(&source, &topic, n, 1_000, prefix)
+            .finish(Duration::from_secs(120));
+        produced += log.acked_count();
+        log
+    };
+    let copied = |strait: &mut StraitProcess, parts: &[usize], what: &str| {
+        let t0 = Instant::now();
+        loop {
+            let (s, t) = (source.ends(&topic), target.ends(&remote));
+            if let (Some(s), Some(t)) = (&s, &t)
+                && parts.iter().all(|&p| t[p] >= s[p])
+            {
+                return s.clone();
+            }
+            strait.assert_alive();
+            assert!(
+                t0.elapsed() < Duration::from_secs(90),
+                "{what}: not copied within 90 s (source {s:?}, target {t:?}); strait:\n{}",
+                tail(&strait.stderr(), 40)
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+
+    produce(1, 2_000);
+    let kept = copied(&mut strait, &[0, 1], "the first records")[0];
+    source.node("stop", b);
+    source.wait_topic(
+        &topic,
+        Duration::from_secs(60),
+        "partition 0 in sync on broker 1 only",
+        |m| m.partition(0).is_some_and(|p| p.isr == [a as i32]),
+    );
+    produce(2, 2_000);
+    let fetched_to = copied(&mut strait, &[0, 1], "what broker 1 took alone")[0];
+    assert!(
+        fetched_to > kept,
+        "broker 1 took nothing alone ({kept} -> {fetched_to})"
+    );
+    let old_log: Vec<String> = read_records(&source.internal_bootstrap(), &topic, 0)
+        .iter()
+        .map(LogRecord::value_str)
+        .collect();
+
+    if strait_down {
+        let (took, _) = strait.terminate(Duration::from_secs(30));
+        eprintln!(
+            "[faults] {name}: strait stopped in {:.1} s",
+            took.as_secs_f64()
+        );
+    }
+    source.node("pause", a);
+    source.node("start", b);
+    let elected = Instant::now();
+    source.elect_unclean(&topic, 0, b, Duration::from_secs(180));
+    let led_at = Instant::now();
+    let election_s = (led_at - elected).as_secs_f64();
+    source.node("resume", a);
+    // Stopped, strait must not be fooled by a position that the new log reaches again.
+    let new = produce(3, if strait_down { 3_000 } else { 1_000 });
+    let new_on_0 = new.acked.get(&0).map_or(0, Vec::len);
+    if strait_down {
+        let end = source.ends(&topic).expect("source ends")[0];
+        assert!(
+            end > fetched_to,
+            "the new log ({end}) does not reach strait's position {fetched_to}"
+        );
+        strait.restart();
+    }
+
+    // strait says so: partition 0 stopped, naming the offsets; partition 1 goes on.
+    let error = loop {
+        let failed = strait.status().and_then(|st| {
+            st["flows"].as_array()?.iter().find_map(|f| {
+                f["partitions"].as_array()?.iter().find_map(|p| {
+                    (p["partition"] == 0 && p["state"] == "failed")
+                        .then(|| p["error"].as_str().unwrap_or_default().to_string())
+                })
+            })
+        });
+        if let Some(e) = failed {
+            break e;
+        }
+        strait.assert_alive();
+        assert!(
+            led_at.elapsed() < Duration::from_secs(120),
+            "{name}: partition 0 not reported failed 120 s after the unclean election; /status {:?}; strait:\n{}",
+            strait.status(),
+            tail(&strait.stderr(), 60)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    // Seen by the sampling above; strait found it no later.
+    let detected_s = led_at.elapsed().as_secs_f64();
+    let ends = copied(&mut strait, &[1], "partition 1 after the election");
+    let new_log: Vec<String> = read_records(&source.internal_bootstrap(), &topic, 0)
+        .iter()
+        .map(LogRecord::value_str)
+        .collect();
+    let diverged_at = (0..old_log.len().min(new_log.len()))
+        .find(|&i| old_log[i] != new_log[i])
+        .unwrap_or(old_log.len().min(new_log.len())) as i64;
+    eprintln!(
+        "[faults] {name}: kept {kept}, broker 1 alone up to {fetched_to}, the new leader's log diverges at {diverged_at} (end {}), {new_on_0} new records on partition 0; strait: {error}",
+        ends[0]
+    );
+    assert!(
+        diverged_at < fetched_to,
+        "the unclean election lost nothing strait had copied (diverged at {diverged_at}, copied to {fetched_to}): the scenario did not happen"
+    );
+    for part in [
+        "diverged from what strait copied".to_string(),
+        format!("Source offsets {diverged_at}..{}", fetched_to - 1),
+        format!("holds source offsets {diverged_at}..{}", fetched_to - 1),
+    ] {
+        assert!(
+            error.contains(&part),
+            "/status error lacks {part:?}: {error}"
+        );
+    }
+    assert!(
+        strait
+            .all_logs()
+            .contains("diverged from what strait copied"),
+        "the log does not say it"
+    );
+
+    // The target's partition 0 is the old log, whole, and nothing of the new one.
+    let target_0: Vec<String> = read_records(&target.internal_bootstrap(), &remote, 0)
+        .iter()
+        .map(LogRecord::value_str)
+        .collect();
+    assert_eq!(
+        target_0, old_log,
+        "the target's partition 0 is not exactly the source's log before the election"
+    );
+    // Partition 1, untouched by the fault, is copied whole.
+    let source_1: Vec<String> = read_records(&source.internal_bootstrap(), &topic, 1)
+        .iter()
+        .map(LogRecord::value_str)
+        .collect();
+    let target_1: Vec<String> = read_records(&target.internal_bootstrap(), &remote, 1)
+        .iter()
+        .map(LogRecord::value_str)
+        .collect();
+    let p1 = compare_partition(1, &source_1, &target_1, &[]);
+    let row = Row {
+        scenario: name.into(),
+        produced,
+        source: old_log.len() + source_1.len(),
+        found: target_0.len() + source_1.len() - p1.lost,
+        lost: p1.lost,
+        duplicated: p1.duplicated,
+        out_of_order: p1.out_of_order,
+        recovery_s: Some(detected_s),
+        max_rss_mib: strait.max_rss_mib(),
+        notes: vec![
+            format!(
+                "partition 0 (brokers {a},{b}) led by broker {b} after an unclean election ({election_s:.1} s{}); its log diverges from the copied one at offset {diverged_at}, strait had copied up to {fetched_to}",
+                if strait_down {
+                    ", strait stopped during it and restarted once the new log had passed its position"
+                } else {
+                    ""
+                }
+            ),
+            format!(
+                "strait stopped partition 0 {detected_s:.1} s after the election (the recovery column), naming source offsets {diverged_at}..{}; the target keeps the old log whole ({} records), {new_on_0} records of the new log not copied (stopped, as designed)",
+                fetched_to - 1,
+                target_0.len()
+            ),
+            "columns: source = the old log of partition 0 + partition 1".into(),
+        ],
+    };
+    record(&row);
+    assert_eq!(
+        (p1.lost, p1.duplicated, p1.out_of_order, p1.foreign),
+        (0, 0, 0, 0),
+        "partition 1 is not a perfect copy: {p1:?}"
+    );
+    strait.terminate(Duration::from_secs(20));
 }

@@ -408,6 +408,7 @@ fn seed_progress(rows: &[ImportRow], store: &mut ProgressStore, report: &mut Flo
                         next_offset: *next,
                         topic_id: *topic_id,
                         target_offset: -1,
+                        leader_epoch: -1,
                     },
                 );
                 report.written += 1;
@@ -698,6 +699,7 @@ mod tests {
             next_offset,
             topic_id: ids(id),
             target_offset: -1,
+            leader_epoch: -1,
         }
     }
 
@@ -847,7 +849,7 @@ mod tests {
             partitions in 1i32..60,
         ) {
             let entries: BTreeMap<TopicPartition, Entry> = positions.iter()
-                .map(|((t, p), n)| (TopicPartition::new(t, *p), Entry { next_offset: *n, topic_id: ids(1), target_offset: -1 }))
+                .map(|((t, p), n)| (TopicPartition::new(t, *p), Entry { next_offset: *n, topic_id: ids(1), target_offset: -1, leader_epoch: -1 }))
                 .collect();
             let source_ids: BTreeMap<String, [u8; 16]> = entries.keys().map(|tp| (tp.topic.clone(), ids(1))).collect();
             let rows = plan_export(&entries, &source_ids, &|_| true, MIRROR_SOURCE_CONNECTOR, "A", partitions).unwrap();

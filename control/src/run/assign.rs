@@ -226,6 +226,7 @@ fn recreated(
                 next_offset: log_start,
                 topic_id: new_topic_id,
                 target_offset: -1,
+                leader_epoch: -1,
             },
         });
     } else if st.failed.is_none() {
@@ -268,6 +269,7 @@ mod tests {
                 target: endpoint(),
                 target_topic: Arc::from(format!("A.{topic}").as_str()),
                 start_offset: 5,
+                start_leader_epoch: -1,
                 max_message_bytes: 1_000,
                 fetch: FetchSettings::default(),
                 produce: ProduceSettings::default(),

@@ -338,6 +338,7 @@ fn apply_one(
             next_offset: after,
             topic_id: st.topic_id,
             target_offset: -1,
+            leader_epoch: -1,
         },
     );
     tracing::info!(

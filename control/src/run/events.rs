@@ -127,6 +127,7 @@ fn apply_report(
                         next_offset: p.next_offset,
                         topic_id: st.topic_id,
                         target_offset: p.target_next_offset,
+                        leader_epoch: p.last_fetched_epoch,
                     },
                 );
             }
@@ -222,17 +223,18 @@ fn apply_revoked(
             // The final position, so that whoever replicates the partition next resumes there.
             // The target's end for it is not known here: recovery then trusts the position.
             let tp = TopicPartition::new(&*key.topic, key.partition);
-            let target_offset = f
+            let (target_offset, leader_epoch) = f
                 .progress
                 .get(&tp)
                 .filter(|e| e.next_offset == next_offset)
-                .map_or(-1, |e| e.target_offset);
+                .map_or((-1, -1), |e| (e.target_offset, e.leader_epoch));
             f.progress.update(
                 &tp,
                 progress::Entry {
                     next_offset,
                     topic_id: st.topic_id,
                     target_offset,
+                    leader_epoch,
                 },
             );
         }

@@ -144,6 +144,7 @@ mod tests {
             next_offset: next,
             target_next_offset: next,
             fetch_offset: next,
+            last_fetched_epoch: -1,
             end_offset: end,
             log_start_offset: 0,
             queued_batches: 0,

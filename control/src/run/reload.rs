@@ -313,6 +313,7 @@ async fn stop_flow(cx: &mut Loop<'_>, fid: FlowId, remove: bool) {
                 next_offset: st.next_offset,
                 topic_id: st.topic_id,
                 target_offset: -1,
+                leader_epoch: -1,
             };
             f.progress.update(&tp, entry);
         }

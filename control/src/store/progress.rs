@@ -5,7 +5,7 @@
 //!
 //! Record layout (JSON, compact, fixed field order, so compaction keys are stable):
 //! - key: `{"source":"A","topic":"orders","partition":3}`
-//! - value: `{"next_offset":1234,"topic_id":"<32 hex digits>","time_ms":1700000000000,"target_offset":987}`
+//! - value: `{"next_offset":1234,"topic_id":"<32 hex digits>","time_ms":1700000000000,"target_offset":987,"leader_epoch":4}`
 //!
 //! `target_offset` is where the target partition's log ended when `next_offset` was stored (-1
 //! when unknown). After a crash, the target may hold records written after the last store;
@@ -42,6 +42,11 @@ pub struct Entry {
     pub topic_id: [u8; 16],
     /// The target partition's log end matching `next_offset`, -1 when unknown.
     pub target_offset: i64,
+    /// A source leader epoch at least that of the record before `next_offset` (the last one
+    /// the shard fetched), -1 when unknown. A restart at `next_offset` sends it as the first
+    /// fetch's `last_fetched_epoch`, so that a source log that diverged while strait was down
+    /// (an unclean leader election) is found before anything is copied from it (KIP-320).
+    pub leader_epoch: i32,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -58,6 +63,12 @@ struct Value {
     time_ms: i64,
     #[serde(default = "unknown_offset")]
     target_offset: i64,
+    #[serde(default = "unknown_epoch")]
+    leader_epoch: i32,
+}
+
+fn unknown_epoch() -> i32 {
+    -1
 }
 
 fn unknown_offset() -> i64 {
@@ -79,6 +90,7 @@ pub fn encode_value(entry: &Entry, time_ms: i64) -> Vec<u8> {
         topic_id: hex(&entry.topic_id),
         time_ms,
         target_offset: entry.target_offset,
+        leader_epoch: entry.leader_epoch,
     })
     .expect("plain structs serialize")
 }
@@ -128,6 +140,7 @@ pub fn decode(
             next_offset: v.next_offset,
             topic_id,
             target_offset: v.target_offset,
+            leader_epoch: v.leader_epoch,
         }),
     )))
 }
@@ -341,12 +354,13 @@ mod tests {
             next_offset: 42,
             topic_id: [0xab; 16],
             target_offset: 40,
+            leader_epoch: 5,
         };
         assert_eq!(
             String::from_utf8(encode_value(&e, 7)).unwrap(),
-            r#"{"next_offset":42,"topic_id":"abababababababababababababababab","time_ms":7,"target_offset":40}"#
+            r#"{"next_offset":42,"topic_id":"abababababababababababababababab","time_ms":7,"target_offset":40,"leader_epoch":5}"#
         );
-        // Values written before target_offset existed still read.
+        // Values written before target_offset and leader_epoch existed still read.
         let old =
             br#"{"next_offset":42,"topic_id":"abababababababababababababababab","time_ms":7}"#;
         let tp = TopicPartition::new("orders", 3);
@@ -355,7 +369,7 @@ mod tests {
             .unwrap()
             .1
             .unwrap();
-        assert_eq!(got.target_offset, -1);
+        assert_eq!((got.target_offset, got.leader_epoch), (-1, -1));
     }
 
     #[test]
@@ -379,9 +393,9 @@ mod tests {
 
     proptest! {
         #[test]
-        fn round_trip(source in "[A-Za-z0-9_-]{1,10}", topic in "[a-zA-Z0-9._-]{1,40}", partition in 0i32..10_000, next in any::<i64>(), id in any::<[u8; 16]>(), target in any::<i64>()) {
+        fn round_trip(source in "[A-Za-z0-9_-]{1,10}", topic in "[a-zA-Z0-9._-]{1,40}", partition in 0i32..10_000, next in any::<i64>(), id in any::<[u8; 16]>(), target in any::<i64>(), epoch in -1i32..i32::MAX) {
             let tp = TopicPartition::new(topic, partition);
-            let e = Entry { next_offset: next, topic_id: id, target_offset: target };
+            let e = Entry { next_offset: next, topic_id: id, target_offset: target, leader_epoch: epoch };
             let got = decode(&source, &encode_key(&source, &tp), Some(&encode_value(&e, 1))).unwrap();
             prop_assert_eq!(got, Some((tp, Some(e))));
         }

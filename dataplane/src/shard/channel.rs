@@ -251,6 +251,9 @@ pub struct Assignment {
     pub target_topic: Arc<str>,
     /// The next source offset to replicate.
     pub start_offset: i64,
+    /// The source leader epoch stored with `start_offset` (-1 when unknown, or when the start
+    /// is not the stored position): the first fetch checks that the source still holds it.
+    pub start_leader_epoch: i32,
     /// The target topic's `max.message.bytes`.
     pub max_message_bytes: usize,
     pub fetch: FetchSettings,
@@ -295,6 +298,9 @@ pub struct PartitionProgress {
     pub target_next_offset: i64,
     /// The next offset the shard will fetch.
     pub fetch_offset: i64,
+    /// The source leader epoch of the last batch fetched, -1 while unknown: an upper bound of
+    /// the epoch of the record before `next_offset`, stored with it (see `Partition`).
+    pub last_fetched_epoch: i32,
     /// The source's high watermark (or last stable offset under read_committed) at the last
     /// fetch; -1 before the first.
     pub end_offset: i64,
@@ -431,6 +437,15 @@ pub enum FailureKind {
     PositionLost {
         position: i64,
         log_start_offset: i64,
+    },
+    /// The source log no longer holds what strait copied (KIP-320: the leader's answer to a
+    /// fetch names a diverging epoch): an unclean leader election, or a leader that lost its
+    /// log. Source offsets from `diverged_at` to `fetched_to` (exclusive) were fetched from
+    /// the old log; those that the target acknowledged are on the target and no longer in the
+    /// source. Nothing decides for the operator which copy is right, so the partition stops.
+    SourceDiverged {
+        diverged_at: i64,
+        fetched_to: i64,
     },
     /// A record cannot fit the target topic's `max.message.bytes` even alone.
     RecordTooLarge,

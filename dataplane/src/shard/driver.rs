@@ -107,6 +107,9 @@ struct Driver {
     setups: HashMap<ClusterId, ConnSetup>,
 }
 
+/// The first Fetch version with `last_fetched_epoch` (and the diverging epoch in its answer).
+const LAST_FETCHED_EPOCH_VERSION: i16 = 12;
+
 impl Driver {
     fn new(cfg: ShardConfig, commands: Receiver<ShardCommand>, events: Sender<ShardEvent>) -> Self {
         // Jitter only has to differ between shards and runs; it needs no quality.
@@ -268,7 +271,7 @@ impl Driver {
                     id,
                     broker,
                     request,
-                } => match self.send_fetch(broker, &request) {
+                } => match self.send_fetch(broker, request) {
                     Ok(fut) => futs.push(Box::pin(async move {
                         Done::Fetch {
                             id,
@@ -308,12 +311,22 @@ impl Driver {
     fn send_fetch(
         &self,
         broker: BrokerId,
-        request: &FetchRequest,
+        mut request: Box<FetchRequest>,
     ) -> Result<LocalBoxFuture<'static, Result<FetchedFrame, WireError>>, WireError> {
         let conn = self.conn(broker)?;
         let version = conn.version_for::<FetchRequest>()?;
+        if version < LAST_FETCHED_EPOCH_VERSION {
+            // Brokers before 2.7 cannot check the log against it (the encoder refuses it).
+            for p in request
+                .topics
+                .iter_mut()
+                .flat_map(|t| t.partitions.iter_mut())
+            {
+                p.last_fetched_epoch = -1;
+            }
+        }
         let pending = conn
-            .try_send(request, version)?
+            .try_send(&*request, version)?
             .ok_or_else(|| no_slot(conn))?;
         let addr = conn.broker_shared();
         Ok(Box::pin(async move {

@@ -11,7 +11,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, MetadataRequest, TopicName
 use kafka_protocol::protocol::StrBytes;
 
 use super::channel::ClusterEndpoint;
-use super::core::{Leaders, ProducerIdError};
+use super::core::{Leader, Leaders, ProducerIdError};
 use super::partition::ProducerIdentity;
 use crate::io::{BrokerConn, ConnSetup};
 use crate::wire::WireError;
@@ -65,7 +65,11 @@ pub async fn lookup_leaders(
         for p in t.partitions {
             let leader = (p.leader_id.0 >= 0)
                 .then(|| brokers.get(&p.leader_id.0).cloned())
-                .flatten();
+                .flatten()
+                .map(|addr| Leader {
+                    addr,
+                    epoch: p.leader_epoch,
+                });
             out.insert((name.0.to_string(), p.partition_index), leader);
         }
     }

@@ -71,6 +71,17 @@ pub struct Fetched {
     /// `(producer_id, first_offset)` of aborted transactions.
     pub aborted: Vec<(i64, i64)>,
     pub records: Option<Bytes>,
+    /// Set when the leader's log does not hold the epoch and offset strait last fetched
+    /// (Fetch v12+, KIP-320 through the request's `last_fetched_epoch`).
+    pub diverging: Option<DivergingEpoch>,
+}
+
+/// A fetch's diverging epoch: the leader's log for leader epoch `epoch` (the largest it has at
+/// or below the one strait last fetched) ends at `end_offset`, before strait's position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DivergingEpoch {
+    pub epoch: i32,
+    pub end_offset: i64,
 }
 
 /// What the target said about one batch.
@@ -208,6 +219,15 @@ pub struct Partition {
     target_next: i64,
     end_offset: i64,
     log_start_offset: i64,
+    /// The source leader's epoch from the last leader lookup (-1 while unknown), sent as the
+    /// fetch's `current_leader_epoch`.
+    source_leader_epoch: i32,
+    /// The partition leader epoch of the last batch taken from the source (-1 while none is
+    /// known), sent as the fetch's `last_fetched_epoch` so that the leader can say when its log
+    /// no longer holds what strait fetched (KIP-320). It is at least the epoch of the record
+    /// before `acked_next`, so stored with the progress it can only miss a divergence, never
+    /// invent one.
+    last_fetched_epoch: i32,
     /// Batches not yet acknowledged: `window` (sequence numbers assigned) then `queue`.
     window: VecDeque<Outgoing>,
     queue: VecDeque<Outgoing>,
@@ -260,6 +280,8 @@ impl Partition {
             target_next: -1,
             end_offset: -1,
             log_start_offset: -1,
+            source_leader_epoch: -1,
+            last_fetched_epoch: -1,
             window: VecDeque::new(),
             queue: VecDeque::new(),
             queued_bytes: 0,
@@ -311,6 +333,24 @@ impl Partition {
             wall.ms(now).saturating_sub(timestamp_ms),
             u64::try_from(records).unwrap_or(0),
         );
+    }
+
+    pub fn source_leader_epoch(&self) -> i32 {
+        self.source_leader_epoch
+    }
+
+    pub fn set_source_leader_epoch(&mut self, epoch: i32) {
+        self.source_leader_epoch = epoch;
+    }
+
+    pub fn last_fetched_epoch(&self) -> i32 {
+        self.last_fetched_epoch
+    }
+
+    /// The leader epoch of the record before the start offset, when the stored progress knows
+    /// it (see `last_fetched_epoch`): the first fetch then checks the source log still holds it.
+    pub fn set_last_fetched_epoch(&mut self, epoch: i32) {
+        self.last_fetched_epoch = epoch;
     }
 
     pub fn fetch_offset(&self) -> i64 {
@@ -379,6 +419,7 @@ impl Partition {
         self.fetch_sent_at = None;
         self.acked_next = offset;
         self.target_next = -1;
+        self.last_fetched_epoch = -1;
         self.retry_at = None;
         self.retry_backoff.reset();
         self.source_stall = None;
@@ -460,6 +501,9 @@ impl Partition {
         if data.error_code != 0 {
             return self.fetch_error(&data, now);
         }
+        if let Some(d) = data.diverging {
+            return self.diverged(d);
+        }
         self.source_stall = None;
         let read_committed = self.fetch.isolation_level == IsolationLevel::ReadCommitted;
         self.end_offset = if read_committed && data.last_stable_offset >= 0 {
@@ -482,6 +526,8 @@ impl Partition {
             if batch.next_offset() <= self.fetch_offset {
                 continue; // the broker starts at the batch holding our offset
             }
+            // Taken from here on (forwarded, rebuilt or skipped), or the partition fails.
+            self.last_fetched_epoch = batch.partition_leader_epoch();
             if !self.keep(&batch, read_committed.then_some(&mut filter), stats)? {
                 continue;
             }
@@ -700,6 +746,62 @@ impl Partition {
             }
             None => Ok(()),
         }
+    }
+
+    /// The source leader's log diverged from what strait fetched (see [`DivergingEpoch`]). When
+    /// nothing from past the divergence reached the target (nothing acknowledged there, nothing
+    /// in flight), the queue is dropped and fetching resumes at the last acknowledged offset, as
+    /// a follower truncates: the target then matches the new source log. Otherwise the target
+    /// holds records that the source no longer has, and the partition stops, naming them.
+    fn diverged(&mut self, d: DivergingEpoch) -> Result<(), Failure> {
+        let at = d.end_offset.clamp(0, self.fetch_offset);
+        if self.acked_next <= at && self.window.is_empty() {
+            self.drop_queue();
+            self.fetch_offset = self.acked_next;
+            self.last_fetched_epoch = -1;
+            return Ok(());
+        }
+        let fetched_to = self.fetch_offset;
+        let on_target = if self.acked_next > at {
+            format!(
+                "the target partition {}-{} holds source offsets {}..{} of them",
+                self.target_topic,
+                self.key.partition,
+                at,
+                self.acked_next - 1
+            )
+        } else {
+            format!(
+                "none of them acknowledged on the target partition {}-{} yet",
+                self.target_topic, self.key.partition
+            )
+        };
+        let in_flight = if self.window.is_empty() {
+            ""
+        } else {
+            " (batches in flight may add more)"
+        };
+        let msg = format!(
+            "source partition {}-{} diverged from what strait copied (KIP-320): its leader (epoch {}) says leader epoch {} ends at offset {}, but strait fetched up to offset {} in leader epoch {}. Source offsets {}..{} came from a log the source no longer has (an unclean leader election, or a leader that lost its log); {}{}. The partition is stopped: compare both copies, then set its position with PATCH /flows/{{flow}}/offsets to resume",
+            self.key.topic,
+            self.key.partition,
+            self.source_leader_epoch,
+            d.epoch,
+            d.end_offset,
+            fetched_to,
+            self.last_fetched_epoch,
+            at,
+            fetched_to - 1,
+            on_target,
+            in_flight,
+        );
+        self.fail_with(
+            FailureKind::SourceDiverged {
+                diverged_at: at,
+                fetched_to,
+            },
+            msg,
+        )
     }
 
     /// A filtered or empty batch moves progress once everything before it is acknowledged.
@@ -1146,6 +1248,7 @@ impl Partition {
             next_offset: self.acked_next,
             target_next_offset: self.target_next,
             fetch_offset: self.fetch_offset,
+            last_fetched_epoch: self.last_fetched_epoch,
             end_offset: self.end_offset,
             log_start_offset: self.log_start_offset,
             queued_batches: self.window.len() + self.queue.len(),
@@ -1738,6 +1841,126 @@ mod tests {
             err.message
         );
         assert!(matches!(p.status(), Status::Failed(_)));
+        assert!(p.poll_send(Instant::now()).is_none());
+    }
+
+    fn epoch_batch(base: i64, n: usize, epoch: i32) -> Bytes {
+        let records: Vec<Record> = (0..n)
+            .map(|i| {
+                Record::new(
+                    1_000,
+                    None,
+                    Some(Bytes::from(format!("v{}", base + i as i64))),
+                )
+            })
+            .collect();
+        BatchBuilder::new(Compression::None)
+            .base_offset(base)
+            .partition_leader_epoch(epoch)
+            .push_all(&records)
+            .unwrap()
+            .build()
+            .unwrap()
+    }
+
+    fn diverging(epoch: i32, end_offset: i64) -> Fetched {
+        Fetched {
+            high_watermark: end_offset,
+            last_stable_offset: end_offset,
+            diverging: Some(DivergingEpoch { epoch, end_offset }),
+            ..Fetched::default()
+        }
+    }
+
+    #[test]
+    fn the_last_fetched_epoch_follows_the_batches_taken_and_a_seek_forgets_it() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        assert_eq!(p.last_fetched_epoch(), -1);
+        let rs = set(&[epoch_batch(0, 2, 3), epoch_batch(2, 2, 5)]);
+        p.fetch_started();
+        p.handle_fetch(fetched(rs, 4), &t, now0(), &mut st).unwrap();
+        assert_eq!(p.last_fetched_epoch(), 5);
+        // A batch before the position (the broker starts at the batch holding it) is not taken.
+        let rs = set(&[epoch_batch(2, 2, 5), epoch_batch(4, 1, 6)]);
+        p.fetch_started();
+        p.handle_fetch(fetched(rs, 5), &t, now0(), &mut st).unwrap();
+        assert_eq!((p.last_fetched_epoch(), p.fetch_offset()), (6, 5));
+        p.seek(2);
+        assert_eq!(p.last_fetched_epoch(), -1);
+    }
+
+    #[test]
+    fn a_diverged_source_log_stops_the_partition_naming_what_the_target_holds() {
+        let mut p = part(0);
+        p.set_source_leader_epoch(7);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        p.fetch_started();
+        p.handle_fetch(fetched(epoch_batch(0, 10, 4), 10), &t, now0(), &mut st)
+            .unwrap();
+        let now = Instant::now();
+        let (seq, _) = p.poll_send(now).unwrap();
+        p.handle_produced(
+            seq,
+            ProduceOutcome::Appended { base_offset: 50 },
+            now,
+            &mut st,
+        )
+        .unwrap();
+        assert_eq!(p.next_offset(), 10);
+        // The new leader (epoch 7, elected uncleanly) ends epoch 4 at offset 6.
+        p.fetch_started();
+        let err = p
+            .handle_fetch(diverging(4, 6), &t, now0(), &mut st)
+            .unwrap_err();
+        assert_eq!(
+            err.kind,
+            FailureKind::SourceDiverged {
+                diverged_at: 6,
+                fetched_to: 10
+            }
+        );
+        for part in [
+            "src-0 diverged",
+            "leader (epoch 7) says leader epoch 4 ends at offset 6",
+            "fetched up to offset 10 in leader epoch 4",
+            "Source offsets 6..9",
+            "target partition A.src-0 holds source offsets 6..9",
+        ] {
+            assert!(err.message.contains(part), "{part}: {}", err.message);
+        }
+        assert!(matches!(p.status(), Status::Failed(_)));
+        assert!(p.poll_send(now).is_none());
+        // A later answer changes nothing.
+        p.fetch_started();
+        assert!(
+            p.handle_fetch(fetched(epoch_batch(10, 1, 7), 11), &t, now0(), &mut st)
+                .is_ok()
+        );
+        assert_eq!(p.fetch_offset(), 10);
+    }
+
+    #[test]
+    fn a_divergence_past_everything_on_the_target_refetches_from_the_last_ack() {
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_b, t) = ticket();
+        p.fetch_started();
+        p.handle_fetch(fetched(epoch_batch(0, 10, 4), 10), &t, now0(), &mut st)
+            .unwrap();
+        assert!(p.queued_bytes() > 0);
+        // Nothing sent yet: the target holds nothing from past offset 6.
+        p.fetch_started();
+        p.handle_fetch(diverging(4, 6), &t, now0(), &mut st)
+            .unwrap();
+        assert_eq!(p.status(), &Status::Running);
+        assert_eq!(
+            (p.fetch_offset(), p.next_offset(), p.queued_bytes()),
+            (0, 0, 0)
+        );
+        assert_eq!(p.last_fetched_epoch(), -1);
         assert!(p.poll_send(Instant::now()).is_none());
     }
 

@@ -590,6 +590,7 @@ mod tests {
             next_offset: next,
             topic_id: id(1),
             target_offset: -1,
+            leader_epoch: -1,
         };
         assert_eq!(
             decide_start(&tp, None, id(1), 5, 9, true, false),

@@ -563,6 +563,14 @@ impl TopicSync {
                 (stored, Some(error))
             }
         };
+        // The stored epoch belongs to the stored position only: a start elsewhere (recovery
+        // past records the target already holds, a reset) may follow records of a later epoch,
+        // and checking it against an older one would report a divergence that is not there.
+        let start_leader_epoch = io
+            .progress
+            .get(&tp)
+            .filter(|e| e.next_offset == start && e.topic_id == t.topic_id)
+            .map_or(-1, |e| e.leader_epoch);
         let key = PartitionKey::new(io.fid, &t.name, p);
         TopicChange::Start(Box::new(NewPartition {
             assignment: Assignment {
@@ -571,6 +579,7 @@ impl TopicSync {
                 target: io.target_ep.clone(),
                 target_topic: Arc::from(remote.as_str()),
                 start_offset: start,
+                start_leader_epoch,
                 max_message_bytes,
                 fetch: plan.fetch,
                 produce: plan.produce,
@@ -766,6 +775,7 @@ impl TopicSync {
                                         target: io.target_ep.clone(),
                                         target_topic: Arc::from(name.as_str()),
                                         start_offset: 0,
+                                        start_leader_epoch: -1,
                                         max_message_bytes:
                                             strait_dataplane::batch::DEFAULT_MAX_MESSAGE_BYTES,
                                         fetch: plan.fetch,

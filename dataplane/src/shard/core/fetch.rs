@@ -15,7 +15,7 @@ use super::{Action, RequestId, ShardCore};
 use crate::shard::channel::{
     FailureKind, FetchSettings, FlowId, IsolationLevel, PartitionKey, StallReason,
 };
-use crate::shard::partition::{Fetched, FrameTicket};
+use crate::shard::partition::{DivergingEpoch, Fetched, FrameTicket};
 use crate::wire::WireError;
 
 /// A fetch response as the driver hands it over: decoded, with the size of its frame (the
@@ -210,9 +210,9 @@ impl ShardCore {
             let p = &self.parts[k].p;
             let fp = FetchPartition::default()
                 .with_partition(k.partition)
-                .with_current_leader_epoch(-1)
+                .with_current_leader_epoch(p.source_leader_epoch())
                 .with_fetch_offset(p.fetch_offset())
-                .with_last_fetched_epoch(-1)
+                .with_last_fetched_epoch(p.last_fetched_epoch())
                 .with_log_start_offset(-1)
                 .with_partition_max_bytes(settings.partition_max_bytes);
             match by_topic.iter_mut().find(|(t, _)| *t == k.topic) {
@@ -360,6 +360,12 @@ impl ShardCore {
                         .map(|a| (a.producer_id.0, a.first_offset))
                         .collect(),
                     records: pd.records,
+                    diverging: (pd.diverging_epoch.epoch >= 0
+                        || pd.diverging_epoch.end_offset >= 0)
+                        .then_some(DivergingEpoch {
+                            epoch: pd.diverging_epoch.epoch,
+                            end_offset: pd.diverging_epoch.end_offset,
+                        }),
                 };
                 match o.p.handle_fetch(data, &ticket, now, &mut self.stats) {
                     Ok(()) => {

@@ -45,7 +45,7 @@ pub use connections::ConnInfo;
 pub use fetch::FetchedFrame;
 pub use produce::{ProduceRequestPlan, ProducerIdError};
 use routing::Routing;
-pub use routing::{BrokerId, ClusterId, Leaders};
+pub use routing::{BrokerId, ClusterId, Leader, Leaders};
 
 /// Identifies one request the core asked for, in its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -360,6 +360,7 @@ impl ShardCore {
             a.fetch,
             a.produce,
         );
+        p.set_last_fetched_epoch(a.start_leader_epoch);
         if let Some(w) = self.wall {
             p.set_wall_clock(w);
         }

@@ -20,9 +20,20 @@ pub struct ClusterId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BrokerId(pub u32);
 
-/// The answer of a leader lookup: `(topic, partition)` → leader address (`host:port`), `None`
-/// while the partition has no leader.
-pub type Leaders = HashMap<(String, i32), Option<String>>;
+/// The answer of a leader lookup: `(topic, partition)` → its leader, `None` while the partition
+/// has no leader.
+pub type Leaders = HashMap<(String, i32), Option<Leader>>;
+
+/// A partition's leader as a metadata response names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leader {
+    /// `host:port`.
+    pub addr: String,
+    /// The leader epoch (KIP-320), -1 when the broker does not say (Metadata before v7). Sent
+    /// as the fetch's `current_leader_epoch` so that a stale leader answers FENCED_LEADER_EPOCH
+    /// instead of serving a log that a newer leader may already have truncated.
+    pub epoch: i32,
+}
 
 /// One cluster: how to reach it, how to back off on it, and its leader lookups.
 #[derive(Debug)]
@@ -198,7 +209,7 @@ impl ShardCore {
             tracing::info!(shard = self.cfg.index, cluster = %alias, failures = n, after_ms = ms, "leader lookups work again");
         }
         let mut unresolved = false;
-        let mut found: Vec<(crate::shard::PartitionKey, Side, BrokerId)> = Vec::new();
+        let mut found: Vec<(crate::shard::PartitionKey, Side, BrokerId, i32)> = Vec::new();
         for (k, o) in &self.parts {
             for side in [Side::Source, Side::Target] {
                 let (needs, on, topic) = match side {
@@ -209,14 +220,15 @@ impl ShardCore {
                     continue;
                 }
                 match leaders.get(&(topic.to_string(), k.partition)) {
-                    Some(Some(addr)) => {
-                        found.push((k.clone(), side, self.routing.broker_id(addr, cluster)));
+                    Some(Some(leader)) => {
+                        let broker = self.routing.broker_id(&leader.addr, cluster);
+                        found.push((k.clone(), side, broker, leader.epoch));
                     }
                     _ => unresolved = true,
                 }
             }
         }
-        for (k, side, broker) in found {
+        for (k, side, broker, epoch) in found {
             let Some(o) = self.parts.get_mut(&k) else {
                 continue;
             };
@@ -224,6 +236,7 @@ impl ShardCore {
                 Side::Source => {
                     o.source_leader = Some(broker);
                     o.p.needs_source_leader = false;
+                    o.p.set_source_leader_epoch(epoch);
                 }
                 Side::Target => {
                     o.target_leader = Some(broker);

@@ -20,7 +20,7 @@ use crate::shard::channel::{
     PartitionProgress, ProduceSettings, ShardCommand, ShardConfig, ShardEvent,
 };
 use crate::shard::core::{
-    Action, BrokerId, ConnInfo, FetchedFrame, Leaders, ProduceRequestPlan, ProducerIdError,
+    Action, BrokerId, ConnInfo, FetchedFrame, Leader, Leaders, ProduceRequestPlan, ProducerIdError,
     RequestId, ShardCore,
 };
 use crate::shard::partition::ProducerIdentity;
@@ -351,6 +351,7 @@ impl World {
             target: self.tgt_ep.clone(),
             target_topic: Arc::from(REMOTE),
             start_offset: start,
+            start_leader_epoch: -1,
             max_message_bytes: 1 << 20,
             fetch: FetchSettings {
                 isolation_level: IsolationLevel::ReadCommitted,
@@ -854,8 +855,11 @@ impl World {
                 } else {
                     (self.tgt[p].leader, self.tgt_unknown_until[p])
                 };
-                let addr = (self.now >= unknown).then(|| self.brokers[leader].addr.clone());
-                out.insert((t.to_string(), p as i32), addr);
+                let leader = (self.now >= unknown).then(|| Leader {
+                    addr: self.brokers[leader].addr.clone(),
+                    epoch: -1,
+                });
+                out.insert((t.to_string(), p as i32), leader);
             }
         }
         Ok(out)
