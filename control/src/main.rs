@@ -517,6 +517,7 @@ fn group_options(
         cluster,
         bootstrap,
         conn,
+        instance_id: s.group_instance_id.value.clone(),
         timings: Timings {
             session_timeout: ms(session),
             heartbeat_interval: ms(heartbeat),

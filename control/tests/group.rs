@@ -310,6 +310,46 @@ fn a_member_with_other_topics_is_refused_and_names_the_key() {
     first.strait.wait(Duration::from_secs(30)).expect_code(0);
 }
 
+/// Static membership (`strait.group.instance.id`): a second process started with the same id
+/// takes the member's place, and the first, fenced (FENCED_INSTANCE_ID), stops with an error
+/// naming the key instead of joining again and fencing the other in turn.
+#[test]
+fn a_second_process_with_the_same_instance_id_stops_the_first() {
+    let tb = Testbed::get();
+    let topic = unique("grp-static");
+    create_topic(tb.source(), &topic, 2, &[]);
+    let group = format!(
+        "strait.group.id = {}\nstrait.group.instance.id = static-1\n{GROUP}",
+        unique("static")
+    );
+    let cfg = testbed_mm2_config(&topic, &group);
+    let first = Member::start(&cfg);
+    eventually(
+        60,
+        "the first member stable",
+        || first.strait.stderr(),
+        || first.group(),
+    );
+    let second = Member::start(&cfg);
+    let exit = first.strait.wait(Duration::from_secs(60));
+    assert_ne!(exit.code, Some(0), "{}", exit.stderr);
+    assert!(
+        exit.stderr.contains("FencedInstanceId")
+            && exit.stderr.contains("strait.group.instance.id"),
+        "{}",
+        exit.stderr
+    );
+    // The second holds everything, alone, in the same group.
+    eventually(
+        60,
+        "the second member alone with both partitions",
+        || second.strait.stderr(),
+        || second.group().filter(|g| g.1 == 1 && g.3.len() == 2),
+    );
+    second.strait.signal("TERM");
+    second.strait.wait(Duration::from_secs(30)).expect_code(0);
+}
+
 /// Kafka's `kafka-verifiable-producer`: `n` records at `per_second`, acks=all.
 fn verifiable_producer(topic: &str, n: u64, per_second: u64) -> std::process::Child {
     Command::new(repo_root().join("scripts/kafka-tool"))

@@ -665,6 +665,10 @@ static ELSEWHERE: &[(&str, &str)] = &[
         "the binary's group options (main.rs group_options: the coordination cluster's bootstrap and admin settings); the default, the first flow's target, in control/tests/group.rs",
     ),
     (
+        "strait.group.instance.id",
+        "the binary's group options; tests/tests/faults.rs (every scenario runs a static member: strait-sigkill's restarts take their place back at once) and control/tests/group.rs (a second process with the same id stops the first)",
+    ),
+    (
         "strait.group.session.timeout.ms",
         "the binary's group options; control/tests/group.rs (6 s sessions: a killed member's partitions move within it)",
     ),

@@ -1449,7 +1449,9 @@ pub struct Scenario {
 pub const STALL_TIMEOUT_MS: u64 = 3_000;
 
 /// The `mm2.properties` of a scenario: `S` (fsource, through the proxy) to `T` (ftarget), `topic`
-/// only, every internal topic at the clusters' replication factor, the API on a free port.
+/// only, every internal topic at the clusters' replication factor, the API on a free port, and a
+/// static member id (`strait.group.instance.id`), as an instance under a supervisor should have:
+/// restarted after a crash it takes its place back at once instead of after the session timeout.
 pub fn scenario_config(source: &FaultCluster, target: &FaultCluster, topic: &str) -> PathBuf {
     let rf = target.replication_factor();
     temp_file(&format!(
@@ -1466,6 +1468,7 @@ pub fn scenario_config(source: &FaultCluster, target: &FaultCluster, topic: &str
          offset-syncs.topic.replication.factor = {rf}\n\
          strait.progress.topic.replication.factor = {rf}\n\
          strait.health.stall.timeout.ms = {STALL_TIMEOUT_MS}\n\
+         strait.group.instance.id = fault-strait-1\n\
          strait.api.listen = 127.0.0.1:0\n",
         source.bootstrap(),
         target.bootstrap(),

@@ -15,7 +15,7 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest,
 };
-use kafka_protocol::protocol::Request;
+use kafka_protocol::protocol::{Request, StrBytes};
 
 use super::{Cluster, ClusterError, Context, Result, sb};
 use crate::group::membership::{JoinedMember, Response, Timings};
@@ -27,6 +27,15 @@ pub struct GroupCall<'a> {
     pub group: &'a str,
     pub member_id: &'a str,
     pub generation: i32,
+    /// The static member id (KIP-345), sent where the API version has it (JoinGroup v5+,
+    /// SyncGroup, Heartbeat and LeaveGroup v3+); an older coordinator gets a dynamic member.
+    pub instance_id: Option<&'a str>,
+}
+
+impl GroupCall<'_> {
+    fn instance(&self, version: i16, since: i16) -> Option<StrBytes> {
+        self.instance_id.filter(|_| version >= since).map(sb)
+    }
 }
 
 impl Cluster {
@@ -85,6 +94,7 @@ impl Cluster {
                     .with_session_timeout_ms(millis(timings.session_timeout))
                     .with_rebalance_timeout_ms(millis(timings.rebalance_timeout))
                     .with_member_id(sb(call.member_id))
+                    .with_group_instance_id(call.instance(version, 5))
                     .with_protocol_type(sb(PROTOCOL_TYPE))
                     .with_protocols(vec![
                         JoinGroupRequestProtocol::default()
@@ -123,6 +133,7 @@ impl Cluster {
                     .with_group_id(GroupId(sb(call.group)))
                     .with_generation_id(call.generation)
                     .with_member_id(sb(call.member_id))
+                    .with_group_instance_id(call.instance(version, 3))
                     .with_assignments(
                         assignments
                             .into_iter()
@@ -150,11 +161,12 @@ impl Cluster {
 
     pub async fn heartbeat(&self, call: &GroupCall<'_>) -> Result<Response> {
         let resp = self
-            .coordinator_call("Heartbeat", call, |_| {
+            .coordinator_call("Heartbeat", call, |version| {
                 HeartbeatRequest::default()
                     .with_group_id(GroupId(sb(call.group)))
                     .with_generation_id(call.generation)
                     .with_member_id(sb(call.member_id))
+                    .with_group_instance_id(call.instance(version, 3))
             })
             .await?;
         self.check_coordinator(call.group, resp.error_code);
@@ -172,6 +184,7 @@ impl Cluster {
                     req.with_members(vec![
                         MemberIdentity::default()
                             .with_member_id(sb(call.member_id))
+                            .with_group_instance_id(call.instance(version, 3))
                             .with_reason((version >= 5).then(|| sb(reason))),
                     ])
                 } else {

@@ -581,6 +581,14 @@ impl fmt::Display for CheckReport {
                     or_default(v, "the first flow's target")
                 }),
             );
+            line(
+                &mut out,
+                "    ",
+                "strait.group.instance.id",
+                &map(&s.group_instance_id, |v| {
+                    or_default(v, "none (dynamic membership)")
+                }),
+            );
             for (key, v) in [
                 (
                     "strait.group.session.timeout.ms",

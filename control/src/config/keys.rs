@@ -1459,6 +1459,7 @@ pub static STRAIT_KEYS: &[KeyDef] = &[
     // the first enabled flow.
     k("strait.group.id", Ty::Str, None, U),
     k("strait.group.cluster", Ty::Str, None, U),
+    k("strait.group.instance.id", Ty::Str, None, U),
     k(
         "strait.group.session.timeout.ms",
         Ty::Int(1000, 1_800_000),

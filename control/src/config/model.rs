@@ -467,6 +467,12 @@ pub struct StraitSettings {
     /// `strait.group.cluster`: the alias of the cluster whose group coordinator runs the
     /// group. Default (None): the target of the first enabled flow.
     pub group_cluster: Setting<Option<String>>,
+    /// `strait.group.instance.id`: this member's static identity (KIP-345), unique per
+    /// instance and stable across its restarts (a pod name, `${env:HOSTNAME}`). A restarted
+    /// member with the same id takes its place back at once, instead of waiting for its old
+    /// session to end; a second process with the same id fences the first, which stops.
+    /// Default (None): dynamic membership.
+    pub group_instance_id: Setting<Option<String>>,
     /// `strait.group.session.timeout.ms`: default 10 000 (1 000..=1 800 000; the broker's
     /// `group.min.session.timeout.ms`, 6 000 by default, bounds it too). A member without a
     /// successful heartbeat for this long loses its partitions; it stops producing by itself

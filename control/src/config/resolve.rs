@@ -1757,6 +1757,13 @@ pub(crate) fn strait_settings(
             "the target of the first enabled flow",
             |v| Ok(Some(java_trim(v).to_string()).filter(|s| !s.is_empty())),
         ),
+        group_instance_id: get(
+            &file,
+            "strait.group.instance.id",
+            None,
+            "dynamic membership: a restarted member waits for its old session to end",
+            |v| Ok(Some(java_trim(v).to_string()).filter(|s| !s.is_empty())),
+        ),
         group_session_timeout_ms: get(
             &file,
             "strait.group.session.timeout.ms",

@@ -20,6 +20,7 @@ pub const PROCESS_LOCAL_PREFIXES: &[&str] = &[
     "strait.io",
     "strait.memory.bytes",
     "strait.metrics.",
+    "strait.group.instance.id",
     "strait.group.session.timeout.ms",
     "strait.group.heartbeat.interval.ms",
     "strait.group.rebalance.timeout.ms",

@@ -3,9 +3,10 @@
 //!
 //! Join, then Sync (the leader sends every member's assignment), then a Heartbeat every
 //! heartbeat interval. REBALANCE_IN_PROGRESS on a heartbeat means rejoin, keeping what the
-//! member holds (incremental cooperative: only what moves is revoked). ILLEGAL_GENERATION,
-//! UNKNOWN_MEMBER_ID and FENCED_INSTANCE_ID mean the coordinator gave this member's units to
-//! others: [`Event::Fenced`], hold nothing, join again.
+//! member holds (incremental cooperative: only what moves is revoked). ILLEGAL_GENERATION and
+//! UNKNOWN_MEMBER_ID mean the coordinator gave this member's units to others: [`Event::Fenced`],
+//! hold nothing, join again. FENCED_INSTANCE_ID (static membership) means another process took
+//! this member's `strait.group.instance.id`: [`Event::Fatal`].
 //!
 //! The **local session deadline**: a member that has not had a successful answer for
 //! `session_timeout - heartbeat_interval` (counted from when the request was sent, so never
@@ -405,11 +406,19 @@ impl Membership {
                     reason: "the group is rebalancing".into(),
                 };
             }
-            Some(
-                ResponseError::IllegalGeneration
-                | ResponseError::UnknownMemberId
-                | ResponseError::FencedInstanceId,
-            ) => {
+            // Only a static member gets it: another process joined with the same
+            // `strait.group.instance.id` and took this member's place. Joining again would
+            // fence that one in turn, and so on: stop, and say why.
+            Some(ResponseError::FencedInstanceId) => {
+                self.holding = false;
+                events.push(Event::Fatal {
+                    why: format!(
+                        "{name}: another process joined the group with this member's strait.group.instance.id (each instance needs its own)"
+                    ),
+                });
+                self.state = State::Done;
+            }
+            Some(ResponseError::IllegalGeneration | ResponseError::UnknownMemberId) => {
                 if error == Some(ResponseError::UnknownMemberId) {
                     self.member_id.clear();
                 }
@@ -531,6 +540,23 @@ mod tests {
         assert!(
             matches!(m.poll(t1).1, Some(Request::Join { member_id, .. }) if member_id.is_empty())
         );
+    }
+
+    #[test]
+    fn a_static_member_replaced_by_another_process_stops() {
+        let t0 = start();
+        let mut m = Membership::new(timings(), t0);
+        join(&mut m, t0);
+        let t1 = t0 + Duration::from_secs(1);
+        m.poll(t1);
+        // FENCED_INSTANCE_ID: rejoining would fence the other process in turn.
+        let ev = m.on_response(Response::Heartbeat { error: 82 }, t1);
+        assert!(
+            matches!(&ev[..], [Event::Fatal { why }] if why.contains("strait.group.instance.id")),
+            "{ev:?}"
+        );
+        assert!(!m.is_live(t1));
+        assert_eq!(m.poll(t1 + Duration::from_secs(5)).1, None);
     }
 
     #[test]

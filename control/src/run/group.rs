@@ -53,6 +53,8 @@ pub struct GroupOptions {
     pub bootstrap: Vec<String>,
     /// The coordination cluster's admin connection settings.
     pub conn: ConnConfig,
+    /// `strait.group.instance.id`: static membership when set.
+    pub instance_id: Option<String>,
     pub timings: Timings,
     /// The configuration digest and its per-key digests ([`crate::group::digest`]).
     pub digest: u64,
@@ -586,6 +588,7 @@ fn call<'a>(opts: &'a GroupOptions, member_id: &'a str, generation: i32) -> Grou
         group: &opts.group_id,
         member_id,
         generation,
+        instance_id: opts.instance_id.as_deref(),
     }
 }
 
