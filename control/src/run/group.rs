@@ -80,6 +80,9 @@ struct Shared {
     // Written by the agent.
     assigned_seq: u64,
     assigned: BTreeSet<Unit>,
+    /// `fenced_seq` when the latest assignment came: a fencing it already counts came before
+    /// it (a static member rejoins within milliseconds, so both can wait for one turn).
+    assigned_after_fence: u64,
     /// Incremented when the coordinator fenced this member.
     fenced_seq: u64,
     live_until: Option<Instant>,
@@ -142,6 +145,9 @@ pub struct GroupLink {
     target: BTreeSet<Unit>,
     /// Revoked partitions their shard has not drained yet.
     revoking: BTreeSet<PartitionKey>,
+    /// Those of them revoked by a lapse or a fencing: their final progress is never written
+    /// (another member may own them by now), even once a new assignment allows writes again.
+    lost_drains: BTreeSet<PartitionKey>,
     /// Rejoin once `revoking` is empty (the leader hands the revoked units over then).
     rejoin_when_drained: bool,
     /// Assigned partitions waiting for the discovery that starts them.
@@ -191,6 +197,7 @@ impl GroupLink {
             seen_fenced: 0,
             target: BTreeSet::new(),
             revoking: BTreeSet::new(),
+            lost_drains: BTreeSet::new(),
             rejoin_when_drained: false,
             starting: BTreeSet::new(),
             lost: false,
@@ -331,14 +338,25 @@ impl GroupLink {
         let (fatal, live_until, fenced, assigned) = {
             let s = self.shared.borrow();
             let assigned = (s.assigned_seq != self.seen_assigned)
-                .then(|| (s.assigned_seq, s.assigned.clone()));
+                .then(|| (s.assigned_seq, s.assigned.clone(), s.assigned_after_fence));
             (s.fatal.clone(), s.live_until, s.fenced_seq, assigned)
         };
         if let Some(why) = fatal {
             return Err(RunError::Group { why });
         }
+        // A fencing and the assignment of the generation joined after it, seen in one turn:
+        // the fencing applies to what was held before, so it goes first (the other way round
+        // it stopped the new assignment too, and nothing restarted it).
+        if fenced != self.seen_fenced
+            && assigned
+                .as_ref()
+                .is_some_and(|(_, _, after)| *after == fenced)
+        {
+            self.drop_everything(false, flows, parts, shards).await?;
+            self.seen_fenced = fenced;
+        }
         let mut restart = BTreeSet::new();
-        if let Some((seq, units)) = assigned {
+        if let Some((seq, units, _)) = assigned {
             self.seen_assigned = seq;
             self.lost = false;
             restart = self.set_target(units, flows, parts, shards).await?;
@@ -346,24 +364,7 @@ impl GroupLink {
         let lapsed = !self.target.is_empty() && live_until.is_none_or(|t| now >= t);
         if lapsed || fenced != self.seen_fenced {
             self.seen_fenced = fenced;
-            if !self.target.is_empty() || !self.revoking.is_empty() {
-                tracing::warn!(
-                    "{}: stopping every partition of this member at once (the group hands them to the others)",
-                    if lapsed {
-                        "no successful heartbeat within the local session deadline"
-                    } else {
-                        "the coordinator fenced this member"
-                    }
-                );
-            }
-            self.lost = true;
-            self.set_target(BTreeSet::new(), flows, parts, shards)
-                .await?;
-            self.rejoin_when_drained = false;
-            self.shared.borrow_mut().status.state = "lapsed".into();
-            if lapsed {
-                self.shared.borrow_mut().rejoin = Some("the session lapsed".into());
-            }
+            self.drop_everything(lapsed, flows, parts, shards).await?;
         }
         restart.extend(self.release_drained(flows, parts, now).await);
         if self.revoking.is_empty() && self.rejoin_when_drained {
@@ -380,6 +381,37 @@ impl GroupLink {
             self.report(flows, parts, stats, now);
         }
         Ok(restart)
+    }
+
+    /// After a lapse (`lapsed`) or a fencing: stops every partition at once, writes no progress
+    /// until the next assignment and none ever for what is draining now.
+    async fn drop_everything(
+        &mut self,
+        lapsed: bool,
+        flows: &mut [FlowRuntime],
+        parts: &mut Partitions,
+        shards: &[ShardHandle],
+    ) -> Result<(), RunError> {
+        if !self.target.is_empty() || !self.revoking.is_empty() {
+            tracing::warn!(
+                "{}: stopping every partition of this member at once (the group hands them to the others)",
+                if lapsed {
+                    "no successful heartbeat within the local session deadline"
+                } else {
+                    "the coordinator fenced this member"
+                }
+            );
+        }
+        self.lost = true;
+        self.set_target(BTreeSet::new(), flows, parts, shards)
+            .await?;
+        self.lost_drains.extend(self.revoking.iter().cloned());
+        self.rejoin_when_drained = false;
+        self.shared.borrow_mut().status.state = "lapsed".into();
+        if lapsed {
+            self.shared.borrow_mut().rejoin = Some("the session lapsed".into());
+        }
+        Ok(())
     }
 
     /// Makes `units` this member's target: revokes what it holds beyond them, prepares the start
@@ -480,7 +512,10 @@ impl GroupLink {
         let write = self.may_write(now);
         let flows_touched: BTreeSet<FlowId> = drained.iter().map(|k| k.flow).collect();
         for key in &drained {
-            if !write && let Some(f) = flows.get_mut(key.flow as usize) {
+            let lost = self.lost_drains.remove(key);
+            if (!write || lost)
+                && let Some(f) = flows.get_mut(key.flow as usize)
+            {
                 f.progress.discard(&tp_of(key));
             }
         }
@@ -814,6 +849,7 @@ fn on_events(shared: &SharedCell, events: Vec<Event>, joining: &mut Option<(Inst
                     st.state = "stable".into();
                     s.assigned = a.units.into_iter().collect();
                     s.assigned_seq += 1;
+                    s.assigned_after_fence = s.fenced_seq;
                 }
             }
             Event::Fenced { why } => {
