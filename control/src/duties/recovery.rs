@@ -27,7 +27,6 @@ pub enum Recovered {
 
 /// Decides where `source_tp` resumes, given its stored progress and the target partition.
 /// `max_records` bounds how much source data recovery may read.
-#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 pub async fn recover(
     source: &Cluster,
     target: &Cluster,
@@ -40,17 +39,7 @@ pub async fn recover(
     if stored.target_offset < 0 {
         return Ok(Recovered::AsStored);
     }
-    let end = target
-        .list_offsets(
-            std::slice::from_ref(target_tp),
-            OffsetSpec::Latest,
-            IsolationLevel::ReadUncommitted,
-        )
-        .await
-        .into_values()
-        .next()
-        .transpose()?
-        .unwrap_or(-1);
+    let end = log_end(target, target_tp, IsolationLevel::ReadUncommitted).await?;
     let beyond = end - stored.target_offset;
     if beyond <= 0 {
         return Ok(Recovered::AsStored);
@@ -64,48 +53,28 @@ pub async fn recover(
     }
     let target_first = read_one(target, target_tp, stored.target_offset).await?;
     let target_last = read_one(target, target_tp, end - 1).await?;
-
-    let source_end = source
-        .list_offsets(
-            std::slice::from_ref(source_tp),
-            OffsetSpec::Latest,
-            isolation,
-        )
-        .await
-        .into_values()
-        .next()
-        .transpose()?
-        .unwrap_or(-1);
-    let mut counted = 0i64;
-    let mut first: Option<StoredRecord> = None;
-    let mut last: Option<StoredRecord> = None;
-    records::read_range(
+    let source_end = log_end(source, source_tp, isolation).await?;
+    let stretch = Stretch::read(
         source,
         source_tp,
         stored.next_offset,
         source_end,
+        beyond,
         isolation,
-        |r| {
-            counted += 1;
-            if first.is_none() {
-                first = Some(r.clone());
-            }
-            let done = counted == beyond;
-            last = Some(r);
-            !done
-        },
     )
     .await?;
-    let (Some(first), Some(last), Some(tf), Some(tl)) = (first, last, target_first, target_last)
+    let (Some(first), Some(last), Some(tf), Some(tl)) =
+        (stretch.first, stretch.last, target_first, target_last)
     else {
         return Ok(Recovered::Unverified {
             reason: "records needed for the comparison are missing".into(),
         });
     };
-    if counted != beyond {
+    if stretch.counted != beyond {
         return Ok(Recovered::Unverified {
             reason: format!(
-                "the target holds {beyond} records past the stored progress but the source has only {counted} after it"
+                "the target holds {beyond} records past the stored progress but the source has only {} after it",
+                stretch.counted
             ),
         });
     }
@@ -119,6 +88,56 @@ pub async fn recover(
         to: last.offset + 1,
         records: beyond,
     })
+}
+
+/// The log end of `tp` (-1 when the broker does not say).
+async fn log_end(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    isolation: IsolationLevel,
+) -> Result<i64, ClusterError> {
+    Ok(cluster
+        .list_offsets(std::slice::from_ref(tp), OffsetSpec::Latest, isolation)
+        .await
+        .into_values()
+        .next()
+        .transpose()?
+        .unwrap_or(-1))
+}
+
+/// The first `wanted` replicable source records from an offset: how many there were, the first
+/// and the last.
+struct Stretch {
+    counted: i64,
+    first: Option<StoredRecord>,
+    last: Option<StoredRecord>,
+}
+
+impl Stretch {
+    async fn read(
+        cluster: &Cluster,
+        tp: &TopicPartition,
+        from: i64,
+        end: i64,
+        wanted: i64,
+        isolation: IsolationLevel,
+    ) -> Result<Stretch, ClusterError> {
+        let mut s = Stretch {
+            counted: 0,
+            first: None,
+            last: None,
+        };
+        records::read_range(cluster, tp, from, end, isolation, |r| {
+            s.counted += 1;
+            if s.first.is_none() {
+                s.first = Some(r.clone());
+            }
+            s.last = Some(r);
+            s.counted != wanted
+        })
+        .await?;
+        Ok(s)
+    }
 }
 
 /// The record at `offset` of `tp`, if there is one there.
