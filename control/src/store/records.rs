@@ -9,6 +9,7 @@
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use strait_dataplane::batch::{BatchBuilder, BatchWalker, Compression, Record, decode_records};
@@ -178,7 +179,6 @@ pub async fn read_range(
 }
 
 /// One fetch at `offset`: the records and the next offset to read.
-#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 async fn fetch_once(
     cluster: &Cluster,
     tp: &TopicPartition,
@@ -192,28 +192,8 @@ async fn fetch_once(
                 .broker(conn.broker())
                 .topic(&tp.topic)
                 .partition(tp.partition);
-            let req = FetchRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_max_wait_ms(100)
-                .with_min_bytes(1)
-                .with_max_bytes(8 * 1024 * 1024)
-                .with_isolation_level(isolation.wire())
-                .with_session_epoch(-1)
-                .with_topics(vec![
-                    FetchTopic::default()
-                        .with_topic(TopicName(StrBytes::from_string(tp.topic.clone())))
-                        .with_partitions(vec![
-                            FetchPartition::default()
-                                .with_partition(tp.partition)
-                                .with_current_leader_epoch(-1)
-                                .with_fetch_offset(offset)
-                                .with_last_fetched_epoch(-1)
-                                .with_log_start_offset(-1)
-                                .with_partition_max_bytes(8 * 1024 * 1024),
-                        ]),
-                ]);
             let resp = conn
-                .call(&req)
+                .call(&fetch_request(tp, offset, isolation))
                 .await
                 .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
             let pd = resp
@@ -232,54 +212,83 @@ async fn fetch_once(
                 }
                 return Err(e);
             }
-            let mut out = Vec::new();
-            let mut next = offset;
-            let aborted: Vec<(i64, i64)> = pd
-                .aborted_transactions
-                .unwrap_or_default()
-                .into_iter()
-                .map(|a| (a.producer_id.0, a.first_offset))
-                .collect();
-            let mut filter = strait_dataplane::batch::AbortedFilter::new(aborted);
-            for b in BatchWalker::new(pd.records.unwrap_or_default()) {
-                let b = b.map_err(|e| ClusterError::Invalid {
-                    context: Box::new(ctx.clone()),
-                    message: e.to_string(),
-                })?;
-                next = next.max(b.next_offset());
-                let verdict = if isolation == IsolationLevel::ReadCommitted {
-                    filter.classify(&b).map_err(|e| ClusterError::Invalid {
-                        context: Box::new(ctx.clone()),
-                        message: e.to_string(),
-                    })?
-                } else if b.is_control() {
-                    strait_dataplane::batch::Verdict::DropControl
-                } else {
-                    strait_dataplane::batch::Verdict::Forward
-                };
-                if verdict != strait_dataplane::batch::Verdict::Forward {
-                    continue;
-                }
-                let base = b.base_offset();
-                let records = decode_records(&b, MAX_DECOMPRESSED_BYTES).map_err(|e| {
-                    ClusterError::Invalid {
-                        context: Box::new(ctx.clone()),
-                        message: e.to_string(),
-                    }
-                })?;
-                for r in records {
-                    out.push(StoredRecord {
-                        offset: r.offset(base),
-                        timestamp: r.timestamp,
-                        key: r.key,
-                        value: r.value,
-                        headers: r.headers,
-                    });
-                }
-            }
-            // A batch larger than our max bytes would stall us: the broker still returns it whole
-            // as the first batch, so `next` always advances when records exist.
-            Ok((out, next))
+            decode_partition(pd, offset, isolation, &ctx)
         })
         .await
+}
+
+/// A fetch of one partition from `offset`, up to 8 MiB.
+fn fetch_request(tp: &TopicPartition, offset: i64, isolation: IsolationLevel) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(100)
+        .with_min_bytes(1)
+        .with_max_bytes(8 * 1024 * 1024)
+        .with_isolation_level(isolation.wire())
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(tp.topic.clone())))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(tp.partition)
+                        .with_current_leader_epoch(-1)
+                        .with_fetch_offset(offset)
+                        .with_last_fetched_epoch(-1)
+                        .with_log_start_offset(-1)
+                        .with_partition_max_bytes(8 * 1024 * 1024),
+                ]),
+        ])
+}
+
+/// The data records of a partition's fetched record set (control batches, and aborted ones
+/// under read_committed, left out) and the offset after the last batch.
+fn decode_partition(
+    pd: PartitionData,
+    offset: i64,
+    isolation: IsolationLevel,
+    ctx: &Context,
+) -> Result<(Vec<StoredRecord>, i64), ClusterError> {
+    let invalid = |message: String| ClusterError::Invalid {
+        context: Box::new(ctx.clone()),
+        message,
+    };
+    let mut out = Vec::new();
+    let mut next = offset;
+    let aborted: Vec<(i64, i64)> = pd
+        .aborted_transactions
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.producer_id.0, a.first_offset))
+        .collect();
+    let mut filter = strait_dataplane::batch::AbortedFilter::new(aborted);
+    for b in BatchWalker::new(pd.records.unwrap_or_default()) {
+        let b = b.map_err(|e| invalid(e.to_string()))?;
+        next = next.max(b.next_offset());
+        let verdict = if isolation == IsolationLevel::ReadCommitted {
+            filter.classify(&b).map_err(|e| invalid(e.to_string()))?
+        } else if b.is_control() {
+            strait_dataplane::batch::Verdict::DropControl
+        } else {
+            strait_dataplane::batch::Verdict::Forward
+        };
+        if verdict != strait_dataplane::batch::Verdict::Forward {
+            continue;
+        }
+        let base = b.base_offset();
+        let records =
+            decode_records(&b, MAX_DECOMPRESSED_BYTES).map_err(|e| invalid(e.to_string()))?;
+        for r in records {
+            out.push(StoredRecord {
+                offset: r.offset(base),
+                timestamp: r.timestamp,
+                key: r.key,
+                value: r.value,
+                headers: r.headers,
+            });
+        }
+    }
+    // A batch larger than our max bytes would stall us: the broker still returns it whole
+    // as the first batch, so `next` always advances when records exist.
+    Ok((out, next))
 }
