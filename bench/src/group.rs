@@ -313,7 +313,7 @@ pub fn run(spec: &GroupSpec) -> Result<GroupResult> {
     let remote = replicator::remote_topic(&src_alias, &topic);
     let source_admin = kafka::admin("source", &spec.source, spec.backend)?;
     strait_dataplane::io::block_on(spec.backend, async {
-        kafka::create_topic(&source_admin, &topic, spec.partitions as i32, &[]).await
+        kafka::create_topic(&source_admin, &topic, spec.partitions as i32, 1, &[]).await
     })??;
     let params = ConfigParams {
         source_alias: src_alias,
@@ -324,6 +324,7 @@ pub fn run(spec: &GroupSpec) -> Result<GroupResult> {
         codec: Compression::None,
         mm2_tasks: 1,
         mm2_linger_ms: 0,
+        replication_factor: 1,
         extra: vec![
             ("strait.api.listen".into(), "127.0.0.1:0".into()),
             (

@@ -42,16 +42,17 @@ pub fn admin(alias: &str, bootstrap: &str, backend: IoBackend) -> Result<Cluster
     ))
 }
 
-/// Creates `topic` with `partitions` partitions and replication factor 1 (the test bed has one
-/// broker per cluster).
+/// Creates `topic` with `partitions` partitions and `replication_factor` replicas (1 on the
+/// single-broker test bed, 3 on the fault clusters).
 pub async fn create_topic(
     cluster: &Cluster,
     topic: &str,
     partitions: i32,
+    replication_factor: i16,
     configs: &[(&str, &str)],
 ) -> Result<()> {
     let new = configs.iter().fold(
-        NewTopic::new(topic, partitions).replication_factor(1),
+        NewTopic::new(topic, partitions).replication_factor(replication_factor),
         |t, (k, v)| t.config(k, v),
     );
     cluster

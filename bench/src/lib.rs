@@ -7,6 +7,7 @@
 pub mod consumer;
 pub mod group;
 pub mod kafka;
+pub mod link;
 pub mod machine;
 pub mod payload;
 pub mod procfs;

@@ -79,14 +79,38 @@ pub fn testbed_var(dir: &Path, name: &str) -> Option<String> {
     })
 }
 
-/// The pid of a test-bed broker (`source` or `target`), if it is running.
-pub fn broker_pid(dir: &Path, cluster: &str) -> Option<u32> {
-    let pid: u32 = std::fs::read_to_string(dir.join(cluster).join("kafka.pid"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+/// The pids of a test-bed cluster's running nodes: `<cluster>/kafka.pid` of the single-node
+/// clusters (`source`, `target`), else every `<cluster>/node-N/kafka.pid` of a fault cluster
+/// (`fsource`, `ftarget`; dedicated controllers included). Empty when none runs.
+pub fn broker_pids(dir: &Path, cluster: &str) -> Vec<u32> {
+    let running = |pid_file: &Path| -> Option<u32> {
+        let pid: u32 = std::fs::read_to_string(pid_file)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+    };
+    let root = dir.join(cluster);
+    if let Some(pid) = running(&root.join("kafka.pid")) {
+        return vec![pid];
+    }
+    let mut nodes: Vec<PathBuf> = std::fs::read_dir(&root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("node-"))
+        })
+        .collect();
+    nodes.sort();
+    nodes
+        .iter()
+        .filter_map(|n| running(&n.join("kafka.pid")))
+        .collect()
 }
 
 #[cfg(test)]

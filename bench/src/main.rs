@@ -236,6 +236,38 @@ struct RunArgs {
     /// Exit 0 even when a replicator did not finish (the JSON says so).
     #[arg(long)]
     allow_incomplete: bool,
+    #[command(flatten)]
+    link: LinkArgs,
+}
+
+/// How the replicators reach the source (the slow-link measurement; perf/README.md).
+#[derive(Args)]
+struct LinkArgs {
+    /// The source bootstrap written into the replicators' mm2.properties (default: --source,
+    /// the bench's own). On the fault clusters: the proxied PLAINTEXT listener, while --source
+    /// is the direct INTERNAL one.
+    #[arg(long, value_name = "BOOTSTRAP")]
+    replicator_source: Option<String>,
+    /// One-way latency added between the replicators and the source, ms: a Toxiproxy `latency`
+    /// toxic of N ms (jitter 0) on both directions of every PLAINTEXT proxy of
+    /// --source-cluster, so the round trip grows by 2N ms. Removed when the run ends.
+    #[arg(long, value_name = "MS", value_parser = strait_bench::link::parse_one_way_latency_ms)]
+    source_latency_ms: Option<u64>,
+    /// Toxiproxy's API, host:port (default: 127.0.0.1:$STRAIT_TOXIPROXY_PORT, else the test
+    /// bed's STRAIT_TOXIPROXY_API, else 127.0.0.1:8474).
+    #[arg(long, value_name = "HOST:PORT")]
+    toxiproxy_api: Option<String>,
+    /// The test-bed name of the source cluster: its brokers' CPU is recorded, and its proxies
+    /// (`NAME-<node>-plaintext`) get the latency.
+    #[arg(long, default_value = "source")]
+    source_cluster: String,
+    /// The test-bed name of the target cluster (its brokers' CPU is recorded).
+    #[arg(long, default_value = "target")]
+    target_cluster: String,
+    /// Replication factor of the bench's topic and of every topic the replicators create
+    /// (1 on the single-broker test bed; 3 on the fault clusters).
+    #[arg(long, default_value_t = 1)]
+    replication_factor: i16,
 }
 
 #[derive(Args)]
@@ -301,7 +333,7 @@ fn cmd_produce(a: ProduceArgs, source: &str, backend: IoBackend) -> Result<()> {
     if a.create {
         let admin = kafka::admin("source", source, backend)?;
         strait_dataplane::io::block_on(backend, async {
-            kafka::create_topic(&admin, &a.topic, s.partitions, &[]).await
+            kafka::create_topic(&admin, &a.topic, s.partitions, 1, &[]).await
         })??;
     }
     let spec = ProduceSpec {
@@ -422,9 +454,28 @@ fn cmd_run(
         .work_dir
         .clone()
         .unwrap_or_else(|| repo.join("perf/results/tmp").join(&id));
+    let replicator_source = a
+        .link
+        .replicator_source
+        .clone()
+        .unwrap_or_else(|| source.clone());
+    let one_way_ms = a.link.source_latency_ms.unwrap_or(0);
+    let mut link = strait_bench::link::LinkInfo {
+        bench_source_bootstrap: source.clone(),
+        replicator_source_bootstrap: replicator_source.clone(),
+        target_bootstrap: target.clone(),
+        source_one_way_latency_ms: one_way_ms,
+        source_added_rtt_ms: 2 * one_way_ms,
+        toxiproxy_api: None,
+        latency_proxies: Vec::new(),
+    };
     let env = RunEnv {
         source,
+        replicator_source,
         target,
+        source_cluster: a.link.source_cluster.clone(),
+        target_cluster: a.link.target_cluster.clone(),
+        replication_factor: a.link.replication_factor,
         repo: repo.clone(),
         testbed_dir,
         work_dir,
@@ -449,6 +500,21 @@ fn cmd_run(
             .with_context(|| format!("--prop {p}: expected key=value"))?;
         props.push((tool, k.trim().to_string(), v.trim().to_string()));
     }
+    // Dropping it (an error below) removes the toxics too; the normal path removes them below
+    // and reports a failure to.
+    let slow = if one_way_ms > 0 {
+        let api = strait_bench::link::toxiproxy_api(
+            a.link.toxiproxy_api.as_deref(),
+            std::env::var("STRAIT_TOXIPROXY_PORT").ok().as_deref(),
+            &env.testbed_dir,
+        );
+        let s = strait_bench::link::SlowSource::add(&api, &a.link.source_cluster, one_way_ms)?;
+        link.toxiproxy_api = Some(s.api().to_string());
+        link.latency_proxies = s.proxies.clone();
+        Some(s)
+    } else {
+        None
+    };
     let date = run::utc_now();
     let mut file = ResultFile {
         scenario: s.name.clone(),
@@ -457,6 +523,7 @@ fn cmd_run(
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine: Machine::describe(),
         params: s.clone(),
+        link,
         entries: Vec::new(),
     };
     let out = a.out.clone().unwrap_or_else(|| {
@@ -484,6 +551,9 @@ fn cmd_run(
         }
     }
     eprintln!("strait-bench: wrote {}", out.display());
+    if let Some(s) = slow {
+        s.remove()?;
+    }
     let incomplete: Vec<String> = file
         .entries
         .iter()

@@ -50,6 +50,8 @@ pub struct ConfigParams {
     pub mm2_tasks: u32,
     /// MM2 producer `linger.ms`.
     pub mm2_linger_ms: u64,
+    /// Replication factor of every topic the replicators create (remote and internal ones).
+    pub replication_factor: i16,
     /// Extra `key=value` lines appended verbatim.
     pub extra: Vec<(String, String)>,
 }
@@ -78,7 +80,8 @@ pub fn config_text(tool: Tool, p: &ConfigParams) -> String {
     kv(&format!("{s}->{t}.topics"), &exact_regex(&p.topic));
     // One-way: no heartbeats herder in the other direction.
     kv(&format!("{t}->{s}.emit.heartbeats.enabled"), "false");
-    // The test bed has one broker per cluster.
+    // 1 on the single-broker test bed, 3 on the fault clusters.
+    let rf = p.replication_factor.to_string();
     for k in [
         "replication.factor",
         "checkpoints.topic.replication.factor",
@@ -88,11 +91,11 @@ pub fn config_text(tool: Tool, p: &ConfigParams) -> String {
         "status.storage.replication.factor",
         "config.storage.replication.factor",
     ] {
-        kv(k, "1");
+        kv(k, &rf);
     }
     kv("sync.topic.acls.enabled", "false");
     if tool == Tool::Strait {
-        kv("strait.progress.topic.replication.factor", "1");
+        kv("strait.progress.topic.replication.factor", &rf);
     }
     if tool == Tool::Mm2 {
         // MM2 throughput tuning, as its documentation recommends for high volumes.
@@ -280,6 +283,7 @@ mod tests {
             codec: Compression::Zstd,
             mm2_tasks: 2,
             mm2_linger_ms: 100,
+            replication_factor: 1,
             extra: vec![("a.b".into(), "c".into())],
         }
     }

@@ -25,8 +25,17 @@ use crate::stats::{GIB, SecondPoint};
 /// Everything a run needs besides the scenario.
 #[derive(Debug, Clone)]
 pub struct RunEnv {
+    /// The source bootstrap of the bench's own clients (generator, admin).
     pub source: String,
+    /// The source bootstrap in the replicators' `mm2.properties` (another listener of the same
+    /// cluster, e.g. behind Toxiproxy).
+    pub replicator_source: String,
     pub target: String,
+    /// Test-bed names of the clusters, for their brokers' CPU (`source`, `fsource`, ...).
+    pub source_cluster: String,
+    pub target_cluster: String,
+    /// Replication factor of the run's topics (the bench's and the replicators').
+    pub replication_factor: i16,
     pub repo: PathBuf,
     pub testbed_dir: PathBuf,
     /// Configs and logs of this run.
@@ -118,13 +127,16 @@ pub struct ResultFile {
     pub command: String,
     pub machine: Machine,
     pub params: Scenario,
+    /// The bootstraps used and the latency added between the replicators and the source.
+    pub link: crate::link::LinkInfo,
     pub entries: Vec<Entry>,
 }
 
 struct Cpu {
     ticks_per_s: u64,
-    source: Option<u32>,
-    target: Option<u32>,
+    /// Every node of each cluster.
+    source: Vec<u32>,
+    target: Vec<u32>,
 }
 
 #[derive(Clone, Copy)]
@@ -139,10 +151,17 @@ struct CpuSnap {
 impl Cpu {
     fn snap(&self) -> CpuSnap {
         let t = self.ticks_per_s;
+        // `None` unless every node answered: a partial sum would read as a quiet cluster.
+        let nodes = |pids: &[u32]| -> Option<f64> {
+            if pids.is_empty() {
+                return None;
+            }
+            pids.iter().map(|&p| procfs::process_cpu_s(p, t)).sum()
+        };
         CpuSnap {
             at_us: now_us(),
-            source: self.source.and_then(|p| procfs::process_cpu_s(p, t)),
-            target: self.target.and_then(|p| procfs::process_cpu_s(p, t)),
+            source: nodes(&self.source),
+            target: nodes(&self.target),
             bench: procfs::process_cpu_s(std::process::id(), t).unwrap_or(0.0),
             machine_busy: procfs::machine_ticks().map_or(0.0, |(b, _)| b as f64 / t as f64),
         }
@@ -254,7 +273,14 @@ pub fn run_one(
     let source_admin = kafka::admin("source", &env.source, env.backend)?;
     let target_admin = kafka::admin("target", &env.target, env.backend)?;
     strait_dataplane::io::block_on(env.backend, async {
-        kafka::create_topic(&source_admin, &topic, scenario.partitions, &[]).await
+        kafka::create_topic(
+            &source_admin,
+            &topic,
+            scenario.partitions,
+            env.replication_factor,
+            &[],
+        )
+        .await
     })??;
 
     // Catch-up: all the data is there before the replicator starts.
@@ -276,12 +302,13 @@ pub fn run_one(
     let params = ConfigParams {
         source_alias: src_alias.clone(),
         target_alias: dst_alias.clone(),
-        source_bootstrap: env.source.clone(),
+        source_bootstrap: env.replicator_source.clone(),
         target_bootstrap: env.target.clone(),
         topic: topic.clone(),
         codec: scenario.codec,
         mm2_tasks: env.mm2_tasks,
         mm2_linger_ms: scenario.mm2_linger_ms,
+        replication_factor: env.replication_factor,
         extra: extra_props.to_vec(),
     };
     let config_text = replicator::config_text(tool, &params);
@@ -293,8 +320,8 @@ pub fn run_one(
 
     let cpu = Cpu {
         ticks_per_s: procfs::clock_ticks_per_second(),
-        source: machine::broker_pid(&env.testbed_dir, "source"),
-        target: machine::broker_pid(&env.testbed_dir, "target"),
+        source: machine::broker_pids(&env.testbed_dir, &env.source_cluster),
+        target: machine::broker_pids(&env.testbed_dir, &env.target_cluster),
     };
     let before = cpu.snap();
     let launch_us = now_us();

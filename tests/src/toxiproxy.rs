@@ -154,17 +154,10 @@ impl Toxiproxy {
         toxic: Toxic,
         stream: Stream,
     ) -> Result<(), ToxiproxyError> {
-        let (kind, attributes) = toxic.type_and_attributes();
         self.call(
             "POST",
             &format!("/proxies/{proxy}/toxics"),
-            Some(json!({
-                "name": name,
-                "type": kind,
-                "stream": stream.name(),
-                "toxicity": 1.0,
-                "attributes": attributes,
-            })),
+            Some(toxic_body(name, toxic, stream)),
         )
         .map(drop)
     }
@@ -204,8 +197,20 @@ impl Toxiproxy {
     }
 
     /// Puts `toxic` on both directions of every proxy in `proxies`; the returned [`Fault`]
-    /// removes them when healed or dropped.
+    /// removes them when healed or dropped. Panics when Toxiproxy refuses (tests).
     pub fn inject(&self, proxies: &[String], label: &str, toxic: Toxic) -> Fault {
+        self.try_inject(proxies, label, toxic)
+            .unwrap_or_else(|(proxy, e)| panic!("cannot inject {label} on {proxy}: {e}"))
+    }
+
+    /// [`Toxiproxy::inject`] that returns the proxy it could not change and why instead of
+    /// panicking; the toxics already added are removed before it returns.
+    pub fn try_inject(
+        &self,
+        proxies: &[String],
+        label: &str,
+        toxic: Toxic,
+    ) -> Result<Fault, (String, ToxiproxyError)> {
         let mut fault = Fault {
             tp: self.clone(),
             applied: Vec::new(),
@@ -214,13 +219,27 @@ impl Toxiproxy {
         for proxy in proxies {
             for stream in [Stream::Upstream, Stream::Downstream] {
                 let name = format!("{label}-{}", stream.name());
+                // On error `fault` is dropped, which removes what was added.
                 self.add_toxic(proxy, &name, toxic, stream)
-                    .unwrap_or_else(|e| panic!("cannot inject {label} on {proxy}: {e}"));
+                    .map_err(|e| (proxy.clone(), e))?;
                 fault.applied.push((proxy.clone(), name));
             }
         }
-        fault
+        Ok(fault)
     }
+}
+
+/// The JSON body of `POST /proxies/{proxy}/toxics`: toxic `name` of kind `toxic` on `stream`,
+/// always on (toxicity 1).
+pub fn toxic_body(name: &str, toxic: Toxic, stream: Stream) -> serde_json::Value {
+    let (kind, attributes) = toxic.type_and_attributes();
+    json!({
+        "name": name,
+        "type": kind,
+        "stream": stream.name(),
+        "toxicity": 1.0,
+        "attributes": attributes,
+    })
 }
 
 /// Toxics in place; [`Fault::heal`] (or dropping it) removes them.
@@ -233,9 +252,20 @@ pub struct Fault {
 
 impl Fault {
     /// Removes the toxics; panics when Toxiproxy refuses (the test bed would stay faulty).
-    pub fn heal(mut self) {
+    pub fn heal(self) {
+        let label = self.label.clone();
+        self.try_heal()
+            .unwrap_or_else(|e| panic!("cannot heal {label}: {e}"));
+    }
+
+    /// Removes the toxics; `Err` when Toxiproxy refuses (the rest are still tried on drop).
+    pub fn try_heal(mut self) -> Result<(), ToxiproxyError> {
         self.remove_all()
-            .unwrap_or_else(|e| panic!("cannot heal {}: {e}", self.label));
+    }
+
+    /// `(proxy, toxic name)` of every toxic in place.
+    pub fn applied(&self) -> &[(String, String)] {
+        &self.applied
     }
 
     fn remove_all(&mut self) -> Result<(), ToxiproxyError> {
@@ -252,5 +282,36 @@ impl Drop for Fault {
         if let Err(e) = self.remove_all() {
             eprintln!("warning: could not heal {}: {e}", self.label);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_toxic_body() {
+        let b = toxic_body(
+            "slow-downstream",
+            Toxic::Latency {
+                latency_ms: 25,
+                jitter_ms: 0,
+            },
+            Stream::Downstream,
+        );
+        assert_eq!(
+            b,
+            json!({
+                "name": "slow-downstream",
+                "type": "latency",
+                "stream": "downstream",
+                "toxicity": 1.0,
+                "attributes": { "latency": 25, "jitter": 0 },
+            })
+        );
+        assert_eq!(
+            toxic_body("x", Toxic::BlackHole, Stream::Upstream)["attributes"],
+            json!({ "timeout": 0 })
+        );
     }
 }
