@@ -230,9 +230,8 @@ impl FaultCluster {
             args.extend(["--config", c]);
         }
         crate::kafka_tool_ok("kafka-topics", &args, None);
-        self.wait_topic(topic, Duration::from_secs(60), "every partition led", |m| {
-            m.partitions.iter().all(|p| p.leader >= 0)
-        });
+        run(async { self.client().wait_for_leaders(topic, 60_000).await })
+            .unwrap_or_else(|e| panic!("leaders of {topic} on {}: {e}", self.name));
     }
 
     /// Waits until `topic`'s metadata satisfies `ok` (panics after `timeout`, naming `what`
@@ -304,6 +303,14 @@ impl FaultCluster {
             );
             std::thread::sleep(Duration::from_millis(500));
         }
+    }
+
+    /// The values of `topic`-`partition`'s records, in log order (INTERNAL listener).
+    pub fn values(&self, topic: &str, partition: i32) -> Vec<String> {
+        log::read_records(&self.internal_bootstrap(), topic, partition)
+            .iter()
+            .map(log::LogRecord::value_str)
+            .collect()
     }
 
     /// `topic`'s metadata, `None` when it does not exist or the cluster does not answer.
@@ -1030,12 +1037,6 @@ pub fn check(
         .unwrap_or_else(|| panic!("{topic} on {}", source.name()))
         .partitions
         .len() as i32;
-    let values = |cluster: &FaultCluster, t: &str, p: i32| -> Vec<String> {
-        log::read_records(&cluster.internal_bootstrap(), t, p)
-            .iter()
-            .map(log::LogRecord::value_str)
-            .collect()
-    };
     let partitions = (0..partitions)
         .map(|p| {
             let acked: Vec<String> = produced
@@ -1045,8 +1046,8 @@ pub fn check(
                 .unwrap_or_default();
             compare_partition(
                 p,
-                &values(source, topic, p),
-                &values(target, remote, p),
+                &source.values(topic, p),
+                &target.values(remote, p),
                 &acked,
             )
         })
@@ -1475,10 +1476,18 @@ pub fn scenario_config(source: &FaultCluster, target: &FaultCluster, topic: &str
     ))
 }
 
-impl Scenario {
-    /// Heals the test bed (every node up, no toxic), creates a fresh topic, starts strait and
-    /// the producer, and waits until records reach the target.
-    pub fn start(config: ScenarioConfig) -> Scenario {
+/// The fault clusters, healed (every node up and running, no toxic), held by one scenario
+/// until this is dropped.
+pub struct FaultBed {
+    pub source: FaultCluster,
+    pub target: FaultCluster,
+    pub toxiproxy: Toxiproxy,
+    lock: MutexGuard<'static, ()>,
+}
+
+impl FaultBed {
+    /// Waits for the other scenarios of this process, then heals the test bed.
+    pub fn healed() -> FaultBed {
         let lock = exclusive();
         let source = FaultCluster::get("fsource");
         let target = FaultCluster::get("ftarget");
@@ -1488,6 +1497,25 @@ impl Scenario {
             .unwrap_or_else(|e| panic!("cannot reset toxiproxy: {e}"));
         source.heal();
         target.heal();
+        FaultBed {
+            source,
+            target,
+            toxiproxy,
+            lock,
+        }
+    }
+}
+
+impl Scenario {
+    /// Heals the test bed (every node up, no toxic), creates a fresh topic, starts strait and
+    /// the producer, and waits until records reach the target.
+    pub fn start(config: ScenarioConfig) -> Scenario {
+        let FaultBed {
+            source,
+            target,
+            toxiproxy,
+            lock,
+        } = FaultBed::healed();
         eprintln!(
             "[faults] === {} ({} profile): {} partitions, {} records/s for {} s",
             config.name,

@@ -11,12 +11,11 @@
 use std::time::{Duration, Instant};
 
 use strait_tests::faults::{
-    FaultCluster, Profile, Rng, Row, SOURCE_ALIAS, Scenario, ScenarioConfig, StraitProcess,
-    VerifiableProducer, assert_nothing_lost, compare_partition, exclusive, record, scenario_config,
-    tail, target_end,
+    FaultBed, Profile, Rng, Row, SOURCE_ALIAS, Scenario, ScenarioConfig, StraitProcess,
+    VerifiableProducer, assert_nothing_lost, compare_partition, record, scenario_config, tail,
+    target_end,
 };
-use strait_tests::log::{LogRecord, read_records};
-use strait_tests::toxiproxy::{Toxic, Toxiproxy};
+use strait_tests::toxiproxy::Toxic;
 use strait_tests::unique;
 
 fn config(name: &str, seconds_short: u64, seconds_full: u64) -> ScenarioConfig {
@@ -445,15 +444,8 @@ fn source_unclean_election_while_strait_is_down() {
 
 #[allow(clippy::too_many_lines)] // one scenario told in order
 fn unclean_election(name: &str, strait_down: bool) {
-    let _lock = exclusive();
-    let source = FaultCluster::get("fsource");
-    let target = FaultCluster::get("ftarget");
-    let toxiproxy = Toxiproxy::from_testbed();
-    toxiproxy
-        .reset()
-        .unwrap_or_else(|e| panic!("cannot reset toxiproxy: {e}"));
-    source.heal();
-    target.heal();
+    let bed = FaultBed::healed();
+    let (source, target) = (&bed.source, &bed.target);
     let (a, b, c) = (1u32, 2u32, 3u32);
     let topic = unique("fault-unclean");
     let remote = format!("{SOURCE_ALIAS}.{topic}");
@@ -463,10 +455,10 @@ fn unclean_election(name: &str, strait_down: bool) {
         &format!("{a}:{b},{c}:{a}"),
         &["min.insync.replicas=1"],
     );
-    let mut strait = StraitProcess::start(&scenario_config(&source, &target, &topic));
+    let mut strait = StraitProcess::start(&scenario_config(source, target, &topic));
     let mut produced = 0;
     let mut produce = |prefix: u32, n: u64| {
-        let log = VerifiableProducer::start(&source, &topic, n, 1_000, prefix)
+        let log = VerifiableProducer::start(source, &topic, n, 1_000, prefix)
             .finish(Duration::from_secs(120));
         produced += log.acked_count();
         log
@@ -505,10 +497,7 @@ fn unclean_election(name: &str, strait_down: bool) {
         fetched_to > kept,
         "broker 1 took nothing alone ({kept} -> {fetched_to})"
     );
-    let old_log: Vec<String> = read_records(&source.internal_bootstrap(), &topic, 0)
-        .iter()
-        .map(LogRecord::value_str)
-        .collect();
+    let old_log: Vec<String> = source.values(&topic, 0);
 
     if strait_down {
         let (took, _) = strait.terminate(Duration::from_secs(30));
@@ -561,10 +550,7 @@ fn unclean_election(name: &str, strait_down: bool) {
     // Seen by the sampling above; strait found it no later.
     let detected_s = led_at.elapsed().as_secs_f64();
     let ends = copied(&mut strait, &[1], "partition 1 after the election");
-    let new_log: Vec<String> = read_records(&source.internal_bootstrap(), &topic, 0)
-        .iter()
-        .map(LogRecord::value_str)
-        .collect();
+    let new_log: Vec<String> = source.values(&topic, 0);
     let diverged_at = (0..old_log.len().min(new_log.len()))
         .find(|&i| old_log[i] != new_log[i])
         .unwrap_or(old_log.len().min(new_log.len())) as i64;
@@ -594,23 +580,14 @@ fn unclean_election(name: &str, strait_down: bool) {
     );
 
     // The target's partition 0 is the old log, whole, and nothing of the new one.
-    let target_0: Vec<String> = read_records(&target.internal_bootstrap(), &remote, 0)
-        .iter()
-        .map(LogRecord::value_str)
-        .collect();
+    let target_0: Vec<String> = target.values(&remote, 0);
     assert_eq!(
         target_0, old_log,
         "the target's partition 0 is not exactly the source's log before the election"
     );
     // Partition 1, untouched by the fault, is copied whole.
-    let source_1: Vec<String> = read_records(&source.internal_bootstrap(), &topic, 1)
-        .iter()
-        .map(LogRecord::value_str)
-        .collect();
-    let target_1: Vec<String> = read_records(&target.internal_bootstrap(), &remote, 1)
-        .iter()
-        .map(LogRecord::value_str)
-        .collect();
+    let source_1: Vec<String> = source.values(&topic, 1);
+    let target_1: Vec<String> = target.values(&remote, 1);
     let p1 = compare_partition(1, &source_1, &target_1, &[]);
     let row = Row {
         scenario: name.into(),
