@@ -1761,7 +1761,7 @@ pub(crate) fn strait_settings(
             &file,
             "strait.group.instance.id",
             None,
-            "dynamic membership: a restarted member waits for its old session to end",
+            "dynamic membership: a member restarted after a crash waits for its old session to end",
             |v| Ok(Some(java_trim(v).to_string()).filter(|s| !s.is_empty())),
         ),
         group_session_timeout_ms: get(
