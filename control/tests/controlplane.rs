@@ -533,14 +533,25 @@ fn changes_while_running_propagate() {
             && c["max.message.bytes"].0.as_deref() == Some("3000000")
             && c["segment.ms"].1 != ConfigSource::DynamicTopic
     });
-    // The shards learnt the new max.message.bytes: a 1.5 MB record, too large for the default
-    // 1 MiB the partition started with, is replicated rather than failing the partition.
+    // The shards learn the new max.message.bytes: a 1.5 MB record, too large for the default
+    // 1 MiB the partition started with, is replicated rather than failing the partition. The
+    // target shows the new value a describe and a control-loop turn before the shards have it
+    // (under CI load that took longer than a fixed 500 ms once), so wait for strait's word.
+    wait_for_or(
+        "strait to see the new max.message.bytes",
+        Duration::from_secs(30),
+        || s.log().contains("to=3000000"),
+        || s.log(),
+    );
     std::thread::sleep(Duration::from_millis(500));
     let big = "b".repeat(1_500_000);
     a.produce(&x, 0, std::slice::from_ref(&big));
-    wait_for("the large record", Duration::from_secs(30), || {
-        b.values(&rx).get(&0).is_some_and(|v| v.len() == 11)
-    });
+    wait_for_or(
+        "the large record",
+        Duration::from_secs(30),
+        || b.values(&rx).get(&0).is_some_and(|v| v.len() == 11),
+        || s.log(),
+    );
     assert_eq!(b.values(&rx)[&0][10].len(), big.len());
     // Back to the default on the source: deleted on the target.
     a.alter(&x, &[AlterConfigOp::Delete("retention.ms".into())]);

@@ -240,6 +240,15 @@ fn recreated(
         });
         st.assigned = false;
         st.failed = Some(error);
+    } else if let Some(earlier) = st.failed.take_if(|f| !f.starts_with(message)) {
+        // The shard may have stopped it first: its fetch position was past the new log (out of
+        // range) or in a leader epoch the new log ends sooner (a KIP-320 divergence). The
+        // recreation is the cause the operator needs to read, once.
+        let error = format!(
+            "{message}; the partition had already stopped ({earlier}) (set strait.on.lost.position=earliest to restart it from the earliest offset)"
+        );
+        tracing::error!(partition = %key, "{error}");
+        st.failed = Some(error);
     }
 }
 
@@ -377,5 +386,18 @@ mod tests {
         ));
         // Seen again with the same new id: nothing more to do.
         assert!(apply_topic_changes(vec![recreated(&key)], &mut parts, 1, true).is_empty());
+
+        // Stopped by the shard before discovery saw the new id: the recreation is named, once.
+        let mut parts = Partitions::new();
+        apply_topic_changes(vec![new_partition("t", 0, None)], &mut parts, 1, false);
+        parts.get_mut(&key).unwrap().failed = Some("diverged (KIP-320)".into());
+        assert!(apply_topic_changes(vec![recreated(&key)], &mut parts, 1, false).is_empty());
+        let failed = parts[&key].failed.clone().unwrap();
+        assert!(
+            failed.starts_with("recreated") && failed.contains("diverged"),
+            "{failed}"
+        );
+        assert!(apply_topic_changes(vec![recreated(&key)], &mut parts, 1, false).is_empty());
+        assert_eq!(parts[&key].failed.as_deref(), Some(failed.as_str()));
     }
 }
