@@ -556,17 +556,20 @@ fn report_outcome(outcome: &replicate::RunOutcome, json_logs: bool) -> ExitCode 
             batches = s.produced_batches,
             fast_batches = s.fast_batches,
             rebuilt_batches = s.slow_batches,
+            merged_batches = s.merged_batches,
+            merges = s.merges,
             bytes = s.produced_bytes,
             "run finished"
         );
     } else {
         eprintln!(
-            "strait: {} partitions; {} records in {} batches ({} fast, {} rebuilt), {} bytes",
+            "strait: {} partitions; {} records in {} batches ({} fast, {} rebuilt, {} merged), {} bytes",
             outcome.partitions,
             s.produced_records,
             s.produced_batches,
             s.fast_batches,
             s.slow_batches,
+            s.merged_batches,
             s.produced_bytes
         );
     }

@@ -185,6 +185,7 @@ fn produce_settings(
             .and_then(|v| v.trim().parse::<u64>().ok())
             .unwrap_or(ProduceSettings::default().delivery_timeout_ms),
         max_request_bytes: producer.max_request_size.value as usize,
+        batch_bytes: producer.batch_size.value as usize,
         backoff: backoff(&producer.client),
     })
 }

@@ -128,9 +128,15 @@ fn byte_for_byte(io: &str) {
     args.extend(specs.iter().map(String::as_str));
     strait_produce().run(&args, None);
 
-    let exit = run_until_caught_up(&config(&format!("{base}-.*")), io);
+    // batch.size = 0: every batch as it came, even when a backlog of small ones queues up.
+    let cfg = testbed_mm2_config(
+        &format!("{base}-.*"),
+        "A->B.heartbeats.replication.enabled = false\nA->B.producer.override.batch.size = 0",
+    );
+    let exit = run_until_caught_up(&cfg, io);
     exit.expect_code(0);
     let summary = exit.summary();
+    assert_eq!(summary.merged, 0);
     assert_eq!(summary.partitions, 11 * partitions as u64);
     assert_eq!(summary.records, 11 * 450);
     let append_time_batches: Vec<Vec<_>> = (0..partitions)
@@ -202,6 +208,62 @@ fn byte_for_byte(io: &str) {
 }
 
 on_both_drivers!(byte_for_byte_every_codec, super::byte_for_byte);
+
+/// A backlog of tiny batches (Kafka's verifiable producer, throttled, writes one or a few records
+/// per batch) is copied in merged batches of up to `batch.size`: the same records, timestamps
+/// and offsets, in far fewer produce round trips.
+#[test]
+fn a_backlog_of_small_batches_is_copied_in_merged_batches() {
+    let tb = Testbed::get();
+    let topic = unique("dp-merge");
+    create_topic(tb.source(), &topic, 2, &[]);
+    kafka_tool_ok(
+        "kafka-verifiable-producer",
+        &[
+            "--bootstrap-server",
+            tb.source(),
+            "--topic",
+            &topic,
+            "--max-messages",
+            "2000",
+            "--throughput",
+            "1000",
+            "--acks",
+            "-1",
+            "--repeating-keys",
+            "100",
+        ],
+        None,
+    );
+    let exit = run_until_caught_up(&config(&topic), "uring");
+    exit.expect_code(0);
+    let summary = exit.summary();
+    assert_eq!(summary.records, 2000);
+    let mut source_batches = 0;
+    for p in 0..2 {
+        let what = format!("{topic}-{p}");
+        let src = read_batches(tb.source(), &topic, p);
+        let dst = read_batches(tb.target(), &remote(&topic), p);
+        source_batches += src.len();
+        let (src, dst) = (records_of(&src), records_of(&dst));
+        assert_eq!(src.len(), dst.len(), "{what}: record count");
+        assert_same_records(&what, &src, &dst);
+        assert!(
+            src.iter().zip(&dst).all(|(s, d)| s.offset == d.offset),
+            "{what}: target offsets differ from the source's (both logs start empty and dense)"
+        );
+    }
+    eprintln!(
+        "{source_batches} source batches, {} produced, {} merged",
+        summary.batches, summary.merged
+    );
+    assert!(
+        summary.merged > 0 && summary.batches * 2 < source_batches as u64,
+        "{source_batches} source batches became {} target batches ({} merged): small batches were not merged",
+        summary.batches,
+        summary.merged
+    );
+}
 
 // ---------------------------------------------------------------------------------------------
 // 2. Transactions

@@ -22,7 +22,9 @@ pub struct StraitExit {
     pub elapsed: Duration,
 }
 
-/// The closing line `strait: N partitions; R records in B batches (F fast, S rebuilt), X bytes`.
+/// The closing line `strait: N partitions; R records in B batches (F fast, S rebuilt, M merged),
+/// X bytes`: B batches produced, of F source batches forwarded and S rebuilt, M of which (small
+/// ones queued behind a full produce window) were merged into others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Summary {
     pub partitions: u64,
@@ -30,6 +32,7 @@ pub struct Summary {
     pub batches: u64,
     pub fast: u64,
     pub rebuilt: u64,
+    pub merged: u64,
 }
 
 impl StraitExit {
@@ -61,8 +64,13 @@ fn parse_summary(line: &str) -> Option<Summary> {
     let (records, rest) = rest.split_once(" records in ")?;
     let (batches, rest) = rest.split_once(" batches (")?;
     let (fast, rest) = rest.split_once(" fast, ")?;
-    let (rebuilt, _) = rest.split_once(" rebuilt)")?;
+    let (rebuilt, rest) = rest.split_once(" rebuilt")?;
+    let merged = match rest.strip_prefix(", ") {
+        Some(rest) => rest.split_once(" merged)")?.0.parse().ok()?,
+        None => 0,
+    };
     Some(Summary {
+        merged,
         partitions: partitions.parse().ok()?,
         records: records.parse().ok()?,
         batches: batches.parse().ok()?,
@@ -203,9 +211,15 @@ mod tests {
                 records: 1200,
                 batches: 40,
                 fast: 38,
-                rebuilt: 2
+                rebuilt: 2,
+                merged: 0,
             }
         );
         assert_eq!(parse_summary("strait: partition t-0 stopped: x"), None);
+        let s = parse_summary(
+            "strait: 1 partitions; 900 records in 3 batches (300 fast, 0 rebuilt, 298 merged), 9 bytes",
+        )
+        .unwrap();
+        assert_eq!((s.batches, s.fast, s.merged), (3, 300, 298));
     }
 }

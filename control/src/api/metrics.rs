@@ -197,7 +197,7 @@ fn histograms<'a, L: EncodeLabelSet + 'a>(
 type ShardCounter = (&'static str, &'static str, fn(&ShardStatus) -> u64);
 
 /// The shards' counters.
-const SHARD_COUNTERS: [ShardCounter; 14] = [
+const SHARD_COUNTERS: [ShardCounter; 16] = [
     ("strait_fetch_requests", "Fetch requests sent.", |x| {
         x.fetch_requests
     }),
@@ -238,6 +238,16 @@ const SHARD_COUNTERS: [ShardCounter; 14] = [
         "strait_slow_path_bytes",
         "Source bytes of rebuilt batches.",
         |x| x.slow_bytes,
+    ),
+    (
+        "strait_merged_batches",
+        "Small source batches merged into larger ones behind a full produce window (batch.size).",
+        |x| x.merged_batches,
+    ),
+    (
+        "strait_merges",
+        "Batches made by merging small source batches.",
+        |x| x.merges,
     ),
     (
         "strait_dropped_control_batches",

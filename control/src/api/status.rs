@@ -120,6 +120,10 @@ pub struct ShardStatus {
     /// `log_append_time`, `too_large`).
     pub slow_batches_by_reason: BTreeMap<String, u64>,
     pub slow_bytes: u64,
+    /// Small source batches merged behind a full produce window (`batch.size`), and the
+    /// batches they became.
+    pub merged_batches: u64,
+    pub merges: u64,
     pub dropped_control: u64,
     pub dropped_aborted: u64,
     pub produce_retries: u64,
@@ -149,6 +153,8 @@ impl ShardStatus {
                 .map(|(reason, n)| (reason.to_string(), n))
                 .collect(),
             slow_bytes: s.slow_bytes,
+            merged_batches: s.merged_batches,
+            merges: s.merges,
             dropped_control: s.dropped_control,
             dropped_aborted: s.dropped_aborted,
             produce_retries: s.produce_retries,

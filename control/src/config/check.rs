@@ -364,6 +364,7 @@ fn flow(out: &mut String, f: &FlowConfig) {
                 map(&s.max_in_flight_requests_per_connection, u32::to_string),
             ),
             ("max.request.size", map(&s.max_request_size, u32::to_string)),
+            ("batch.size", map(&s.batch_size, u32::to_string)),
             (
                 "request.timeout.ms",
                 map(&s.client.request_timeout_ms, u64::to_string),

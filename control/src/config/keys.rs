@@ -657,12 +657,7 @@ pub static PRODUCER_KEYS: &[KeyDef] = &[
         Some("3"),
         Support::Ignored("batches keep their source codec"),
     ),
-    k(
-        "batch.size",
-        I32_GE0,
-        Some("16384"),
-        Support::Ignored("source batches are forwarded whole"),
-    ),
+    k("batch.size", I32_GE0, Some("16384"), U),
     k(
         "partitioner.adaptive.partitioning.enable",
         Ty::Bool,

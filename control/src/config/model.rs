@@ -210,6 +210,8 @@ pub struct ProducerSettings {
     pub max_in_flight_requests_per_connection: Setting<u32>,
     /// `max.request.size`.
     pub max_request_size: Setting<u32>,
+    /// `batch.size`: small batches queued behind a full produce window merge up to this size.
+    pub batch_size: Setting<u32>,
 }
 
 /// An admin client's settings.

@@ -864,6 +864,7 @@ impl<'a> Resolver<'a> {
             parse_u32,
         );
         let max_request_size = Self::u32_setting(&props, k, "max.request.size");
+        let batch_size = Self::u32_setting(&props, k, "batch.size");
         let mut client = self.client(ctx, role, cluster, &props, k);
         client.conn.max_in_flight_requests = max_in_flight_requests_per_connection.value as usize;
         ProducerSettings {
@@ -871,6 +872,7 @@ impl<'a> Resolver<'a> {
             acks,
             max_in_flight_requests_per_connection,
             max_request_size,
+            batch_size,
         }
     }
 

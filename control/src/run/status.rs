@@ -83,6 +83,8 @@ pub(super) fn add_stats(total: &mut ShardStats, s: &ShardStats) {
     total.fast_batches += s.fast_batches;
     total.slow_batches += s.slow_batches;
     total.slow_bytes += s.slow_bytes;
+    total.merged_batches += s.merged_batches;
+    total.merges += s.merges;
     total.slow_reasons.add(&s.slow_reasons);
     total.dropped_control += s.dropped_control;
     total.dropped_aborted += s.dropped_aborted;

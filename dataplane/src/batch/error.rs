@@ -216,6 +216,15 @@ pub enum BatchError {
         max: usize,
     },
 
+    /// Batches that [`coalesce`](super::rebuild::coalesce) does not merge.
+    #[error("batch at offset {base_offset} cannot be merged: {reason}")]
+    CoalesceRefused {
+        /// Base offset of the batch refused (-1 for none).
+        base_offset: i64,
+        /// Why.
+        reason: &'static str,
+    },
+
     /// A batch being built would exceed what the format can express (2^31 bytes or records).
     #[error("batch too large to encode: {records} records, {bytes} bytes")]
     BatchTooLarge {

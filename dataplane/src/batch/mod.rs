@@ -43,7 +43,8 @@ pub use compression::{CodecError, Compression, DEFAULT_MAX_DECOMPRESSED_BYTES};
 pub use error::BatchError;
 pub use legacy::LegacyOrigin;
 pub use rebuild::{
-    OffsetRun, Path, RebuildOptions, RebuiltBatch, SlowReason, SlowReasonCounts, classify, rebuild,
+    OffsetRun, Path, RebuildOptions, RebuiltBatch, SlowReason, SlowReasonCounts, classify,
+    coalesce, rebuild,
 };
 pub use records::{BatchBuilder, Record, RecordHeader, decode_records, end_txn_marker};
 pub use rewrite::{ForwardBatch, HeaderRewrite, increment_sequence};

@@ -249,6 +249,56 @@ pub fn rebuild(batch: &RawBatch, opts: &RebuildOptions) -> Result<Vec<RebuiltBat
     Ok(out)
 }
 
+/// Merges consecutive dense v2 batches of one partition into one batch holding their records in
+/// order: dense offsets from 0, the inputs' codec, CreateTime with every record's own
+/// timestamp, keys, values and headers as they were; producer fields -1, not transactional
+/// (apply the shard's [`HeaderRewrite`](super::HeaderRewrite) next).
+///
+/// The shard merges small batches queued behind a full produce window (see
+/// `Partition::poll_send`). Every input's CRC is checked first: the output gets a fresh one, so
+/// a corrupt input would come out valid. Inputs must share one codec, be CreateTime and hold
+/// no control records; anything else is refused with an error, and the caller then sends the
+/// inputs as they are.
+pub fn coalesce(batches: &[&RawBatch], max_decompressed_bytes: usize) -> Result<Bytes, BatchError> {
+    let Some(first) = batches.first() else {
+        return Err(BatchError::CoalesceRefused {
+            base_offset: -1,
+            reason: "no batches",
+        });
+    };
+    let codec = first.compression();
+    let mut builder = BatchBuilder::new(codec);
+    for batch in batches {
+        let refused = |reason| BatchError::CoalesceRefused {
+            base_offset: batch.base_offset(),
+            reason,
+        };
+        if batch.compression() != codec {
+            return Err(refused("another codec"));
+        }
+        if batch.is_control() {
+            return Err(refused("a control batch"));
+        }
+        if batch.timestamp_type() != TimestampType::CreateTime || batch.has_delete_horizon() {
+            return Err(refused("not CreateTime"));
+        }
+        if batch.legacy_origin().is_some() {
+            return Err(refused("up-converted"));
+        }
+        batch.verify_crc()?;
+        // The bound is on everything decoded so far, not per input.
+        let budget = max_decompressed_bytes.saturating_sub(builder.uncompressed_len());
+        let records = decode_records(batch, budget)?;
+        if records.len() != usize::try_from(batch.records_count()).unwrap_or(usize::MAX) {
+            return Err(refused("record count does not match its records"));
+        }
+        for record in &records {
+            builder.push(record)?;
+        }
+    }
+    builder.build()
+}
+
 /// Encodes `records` into as few batches as it can find that each fit `max`, appending to `out`.
 ///
 /// Tries the whole group first; if the compressed batch is too large it splits the group into

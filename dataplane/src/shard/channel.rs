@@ -172,6 +172,11 @@ pub struct ProduceSettings {
     /// larger than it is still sent alone; the topic's `max.message.bytes` bounds batches).
     /// Default 16 MiB; the shard's own `max_produce_request_bytes` bounds it too.
     pub max_request_bytes: usize,
+    /// `batch.size`: batches smaller than this that queue behind a full produce window (the
+    /// partition is behind) are merged into batches of up to this many bytes (and the topic's
+    /// `max.message.bytes`), so that a backlog of tiny source batches does not cost a produce
+    /// round trip each. 0 forwards every batch as it is. Default 16 384, the producer's.
+    pub batch_bytes: usize,
     /// Backoff on the target cluster: produce retries use `retry.backoff.*`; connections,
     /// leader lookups and producer ids as on the source (first flow wins per cluster).
     pub backoff: BackoffSettings,
@@ -185,6 +190,7 @@ impl Default for ProduceSettings {
             max_in_flight_per_partition: 5,
             delivery_timeout_ms: 120_000,
             max_request_bytes: 16 * 1024 * 1024,
+            batch_bytes: 16 * 1024,
             backoff: BackoffSettings::default(),
         }
     }
@@ -413,6 +419,9 @@ pub struct ShardStats {
     pub slow_bytes: u64,
     /// `slow_batches` by why they were rebuilt.
     pub slow_reasons: crate::batch::SlowReasonCounts,
+    /// Small batches merged behind a full produce window, and the batches they became.
+    pub merged_batches: u64,
+    pub merges: u64,
     /// Batches dropped as control markers or aborted transactions.
     pub dropped_control: u64,
     pub dropped_aborted: u64,

@@ -304,7 +304,7 @@ impl ShardCore {
                 break;
             }
             ready.pop_front();
-            let Some((seq, pb)) = o.p.poll_send(now) else {
+            let Some((seq, pb)) = o.p.poll_send(now, &mut self.stats) else {
                 continue;
             };
             tracing::trace!(shard = self.cfg.index, partition = %k, seq, "batch into request");
