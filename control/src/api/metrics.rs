@@ -34,6 +34,8 @@ pub const FAMILIES: &[&str] = &[
     "strait_fast_path_batches_total",
     "strait_slow_path_batches_total",
     "strait_slow_path_bytes_total",
+    "strait_merged_batches_total",
+    "strait_merges_total",
     "strait_dropped_control_batches_total",
     "strait_dropped_aborted_batches_total",
     "strait_produce_retries_total",

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand};
+use strait_dataplane::shard::{FlowId, PartitionKey, PartitionProgress, ShardCommand};
 
 use crate::duties::topics::{NewPartition, TopicChange};
 use crate::model::TopicPartition;
@@ -38,6 +38,9 @@ pub(crate) struct PartitionState {
     /// After a Revoke: the shard drained the partition (`ShardEvent::Revoked`), its position is
     /// final.
     pub(crate) released: bool,
+    /// The generation of the last Seek sent to `shard` since the Assign (0 for none): reports
+    /// of an older one were made before it and must not move the position back.
+    pub(crate) seek_generation: u32,
 }
 
 /// The partition table: every partition the control loop knows, by flow, topic and partition.
@@ -143,7 +146,7 @@ fn start(np: NewPartition, parts: &mut Partitions, load: &mut [usize], out: &mut
         let send = |command| Effect::Send { shard, command };
         match np.failed {
             None => {
-                out.push(send(ShardCommand::Seek(np.key.clone(), start)));
+                out.push(send(st.seek(&np.key, start)));
                 out.push(send(ShardCommand::SetMaxMessageBytes(
                     np.key.clone(),
                     np.assignment.max_message_bytes,
@@ -188,8 +191,38 @@ fn start(np: NewPartition, parts: &mut Partitions, load: &mut [usize], out: &mut
             paused: false,
             records_copied: 0,
             released: false,
+            seek_generation: 0,
         },
     );
+}
+
+impl PartitionState {
+    /// The command that restarts the partition from `offset`, numbered as the next seek.
+    pub(crate) fn seek(&mut self, key: &PartitionKey, offset: i64) -> ShardCommand {
+        self.seek_generation += 1;
+        ShardCommand::Seek {
+            key: key.clone(),
+            offset,
+            generation: self.seek_generation,
+        }
+    }
+}
+
+/// The reports made after the control loop's last seek of their partition: one made before it
+/// (still in the channel when the seek was sent) would move the position back to where the
+/// operator moved it from.
+pub(crate) fn after_last_seek(
+    progress: Vec<PartitionProgress>,
+    parts: &Partitions,
+) -> Vec<PartitionProgress> {
+    progress
+        .into_iter()
+        .filter(|p| {
+            parts
+                .get(&p.key)
+                .is_none_or(|st| st.seek_generation == p.seek_generation)
+        })
+        .collect()
 }
 
 /// A replicated partition's source topic was recreated: restart it from the new topic's log
@@ -215,7 +248,7 @@ fn recreated(
         tracing::warn!(partition = %key, "{message}; RESTARTING FROM THE EARLIEST OFFSET {log_start} (strait.on.lost.position=earliest): records may be skipped or copied again");
         out.push(Effect::Send {
             shard: st.shard,
-            command: ShardCommand::Seek(key.clone(), log_start),
+            command: st.seek(&key, log_start),
         });
         st.topic_id = new_topic_id;
         st.next_offset = log_start;
@@ -299,7 +332,7 @@ mod tests {
                     let name = format!("{command:?}");
                     Some((
                         *shard,
-                        name[..name.find('(').unwrap_or(name.len())].to_string(),
+                        name[..name.find(['(', ' ']).unwrap_or(name.len())].to_string(),
                     ))
                 }
                 Effect::Reset { .. } => None,
@@ -353,6 +386,36 @@ mod tests {
             ]
         );
         assert!(!parts[&key].vanished && parts[&key].assigned);
+    }
+
+    #[test]
+    fn reports_from_before_a_seek_are_dropped() {
+        let key = PartitionKey::new(0, "t", 0);
+        let mut parts = Partitions::new();
+        apply_topic_changes(vec![new_partition("t", 0, None)], &mut parts, 1, false);
+        let report = |generation| PartitionProgress {
+            key: key.clone(),
+            next_offset: 10,
+            target_next_offset: 10,
+            fetch_offset: 10,
+            last_fetched_epoch: -1,
+            end_offset: 10,
+            log_start_offset: 0,
+            queued_batches: 0,
+            paused: false,
+            stall: None,
+            bytes_copied: 0,
+            oldest_unacked_timestamp_ms: -1,
+            seek_generation: generation,
+        };
+        assert_eq!(after_last_seek(vec![report(0)], &parts).len(), 1);
+        let st = parts.get_mut(&key).unwrap();
+        let ShardCommand::Seek { generation, .. } = st.seek(&key, 2) else {
+            panic!("not a seek");
+        };
+        assert_eq!(generation, 1);
+        assert!(after_last_seek(vec![report(0)], &parts).is_empty());
+        assert_eq!(after_last_seek(vec![report(1)], &parts).len(), 1);
     }
 
     #[test]

@@ -322,14 +322,12 @@ fn apply_one(
     after: i64,
     ctx: &mut Ctx<'_>,
 ) -> Result<Option<OffsetApplied>, CommandError> {
-    let Some((shard, before)) = ctx.parts.get(key).map(|st| (st.shard, st.next_offset)) else {
-        return Ok(None);
-    };
-    // Seek clears a failure and makes the partition run: pause it again at once.
-    send_both(ctx.shards, shard, key, after)?;
     let Some(st) = ctx.parts.get_mut(key) else {
         return Ok(None);
     };
+    let before = st.next_offset;
+    // Seek clears a failure and makes the partition run: pause it again at once.
+    send_both(ctx.shards, st, key, after)?;
     st.next_offset = after;
     st.failed = None;
     ctx.flows[fid as usize].progress.update(
@@ -358,20 +356,28 @@ fn apply_one(
     }))
 }
 
-/// Seek, then pause: the partition stays stopped at its new position.
+/// Seek, then pause: the partition stays stopped at its new position. The seek's generation
+/// counts only once the shard has the command.
 fn send_both(
     shards: &[ShardHandle],
-    shard: usize,
+    st: &mut super::assign::PartitionState,
     key: &PartitionKey,
     offset: i64,
 ) -> Result<(), CommandError> {
+    let shard = st.shard;
     let busy = |_| CommandError::Unavailable {
         message: format!("shard {shard} does not take commands now; try again"),
     };
+    let generation = st.seek_generation + 1;
     shards[shard]
         .commands
-        .try_send(ShardCommand::Seek(key.clone(), offset))
+        .try_send(ShardCommand::Seek {
+            key: key.clone(),
+            offset,
+            generation,
+        })
         .map_err(busy)?;
+    st.seek_generation = generation;
     shards[shard]
         .commands
         .try_send(ShardCommand::Pause(key.clone()))

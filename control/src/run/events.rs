@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use crossbeam_channel::{Receiver, TryRecvError};
 use strait_dataplane::shard::{
-    FailureKind, MappingSegment, PartitionKey, PartitionProgress, ShardCommand, ShardEvent,
-    ShardHandle, ShardStats,
+    FailureKind, MappingSegment, PartitionKey, PartitionProgress, ShardEvent, ShardHandle,
+    ShardStats,
 };
 
 use super::assign::Partitions;
@@ -102,6 +102,7 @@ fn apply_report(
             st.records_copied += segments.iter().map(|s| u64::from(s.count)).sum::<u64>();
         }
     }
+    let progress = super::assign::after_last_seek(progress, parts);
     for p in &progress {
         if let Some(st) = parts.get(&p.key).filter(|st| st.shard == shard)
             && let Some(f) = flows.get_mut(st.flow as usize)
@@ -183,7 +184,7 @@ fn apply_failure(
             tracing::warn!(partition = %key, "{error}; RESTARTING FROM THE EARLIEST OFFSET {log_start_offset} (strait.on.lost.position=earliest)");
             let _ = shards[st.shard]
                 .commands
-                .send(ShardCommand::Seek(key.clone(), *log_start_offset));
+                .send(st.seek(&key, *log_start_offset));
             st.next_offset = *log_start_offset;
             if let Some(f) = flows.get_mut(st.flow as usize) {
                 f.lost_position_resets += 1;

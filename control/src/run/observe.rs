@@ -152,6 +152,7 @@ mod tests {
             stall: None,
             bytes_copied: bytes,
             oldest_unacked_timestamp_ms: oldest,
+            seek_generation: 0,
         }
     }
 

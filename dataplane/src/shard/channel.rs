@@ -275,8 +275,15 @@ pub enum ShardCommand {
     Pause(PartitionKey),
     Resume(PartitionKey),
     /// Restart from another source offset (operator action, or the opt-in reset after a lost
-    /// position). Clears the partition's failure.
-    Seek(PartitionKey, i64),
+    /// position). Clears the partition's failure. `generation` numbers the seeks of one
+    /// assignment (from 1; 0 is the assignment itself) and comes back in every later
+    /// [`PartitionProgress`], so that the control loop can tell reports made before the seek,
+    /// still in the channel, from those after it.
+    Seek {
+        key: PartitionKey,
+        offset: i64,
+        generation: u32,
+    },
     /// The target topic's `max.message.bytes` changed.
     SetMaxMessageBytes(PartitionKey, usize),
     /// Finish in-flight work, report final progress and stop.
@@ -322,6 +329,8 @@ pub struct PartitionProgress {
     /// Timestamp (ms since the epoch, see [`super::timing::batch_timestamp`]) of the oldest
     /// batch fetched and not yet acknowledged; -1 when none is held (or it has none).
     pub oldest_unacked_timestamp_ms: i64,
+    /// The generation of the last [`ShardCommand::Seek`] applied, 0 before any.
+    pub seek_generation: u32,
 }
 
 /// Why a partition is not making progress (see [`Stall`]). The side it names is where the

@@ -256,6 +256,8 @@ pub struct Partition {
     /// Why delivery is stuck, and since when. Its `since` starts `delivery.timeout.ms`.
     target_stall: Option<Stall>,
     mappings: Vec<MappingSegment>,
+    /// The last seek's generation, reported with the progress.
+    seek_generation: u32,
     /// Batch bytes acknowledged since the partition came to this shard.
     bytes_acked: u64,
     /// For record timing; without it nothing is timed.
@@ -302,6 +304,7 @@ impl Partition {
             source_stall: None,
             target_stall: None,
             mappings: Vec::new(),
+            seek_generation: 0,
             bytes_acked: 0,
             wall: None,
             needs_source_leader: true,
@@ -417,9 +420,11 @@ impl Partition {
         }
     }
 
-    /// Restarts from `offset` (operator seek, or the opt-in reset). Anything fetched or in flight
-    /// is forgotten; answers still in flight are ignored when they arrive.
-    pub fn seek(&mut self, offset: i64) {
+    /// Restarts from `offset` (operator seek, or the opt-in reset), the seek numbered
+    /// `generation` (see `ShardCommand::Seek`). Anything fetched or in flight is forgotten;
+    /// answers still in flight are ignored when they arrive.
+    pub fn seek(&mut self, offset: i64, generation: u32) {
+        self.seek_generation = generation;
         self.drop_queue();
         self.window.clear();
         self.queued_bytes = 0;
@@ -1341,6 +1346,7 @@ impl Partition {
                 .front()
                 .or(self.queue.front())
                 .map_or(-1, |o| o.timestamp_ms),
+            seek_generation: self.seek_generation,
         }
     }
 }
@@ -2078,7 +2084,7 @@ mod tests {
         p.fetch_started();
         p.handle_fetch(fetched(rs, 5), &t, now0(), &mut st).unwrap();
         assert_eq!((p.last_fetched_epoch(), p.fetch_offset()), (6, 5));
-        p.seek(2);
+        p.seek(2, 1);
         assert_eq!(p.last_fetched_epoch(), -1);
     }
 
@@ -2175,7 +2181,7 @@ mod tests {
                 log_start_offset: 50
             }
         );
-        p.seek(50);
+        p.seek(50, 1);
         assert_eq!(p.status(), &Status::Running);
         assert_eq!(p.next_offset(), 50);
     }
@@ -2204,7 +2210,7 @@ mod tests {
         let (_b, t) = ticket();
         // A fetch at 0 is in flight; the operator seeks to 3; the answer (from 0) arrives.
         p.fetch_started();
-        p.seek(3);
+        p.seek(3, 1);
         let rs = set(&[
             batch(0, 2, Compression::None),
             batch(5, 2, Compression::None),

@@ -326,9 +326,13 @@ impl ShardCore {
             }
             ShardCommand::Pause(key) => part(self, &key).into_iter().for_each(Partition::pause),
             ShardCommand::Resume(key) => part(self, &key).into_iter().for_each(Partition::resume),
-            ShardCommand::Seek(key, offset) => {
+            ShardCommand::Seek {
+                key,
+                offset,
+                generation,
+            } => {
                 if let Some(o) = self.parts.get_mut(&key) {
-                    o.p.seek(offset);
+                    o.p.seek(offset, generation);
                     o.unreported_failure = false;
                 }
             }
