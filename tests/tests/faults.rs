@@ -264,6 +264,21 @@ fn outage(name: &str, on_target: bool, toxic: Toxic) {
             v["reasons"], v["partitions"][0]["reason"]
         ));
         assert_eq!(s.strait.get("/health/live").map(|h| h.0), Some(200));
+    } else {
+        // A silent or resetting source: the fetches go unanswered (named 5 s past their max
+        // wait) or fail; not ready once the stall timeout passed, the source named.
+        let why = wait_health(
+            &s,
+            "/health/ready",
+            (503, "\"reason\":\"source_"),
+            t0,
+            outage + Duration::from_secs(10),
+        );
+        let v: serde_json::Value = serde_json::from_str(&why).unwrap_or_default();
+        s.notes.push(format!(
+            "not ready during the outage (first partition: {})",
+            v["partitions"][0]["reason"]
+        ));
     }
     fault.heal();
     let healed = Instant::now();

@@ -339,8 +339,8 @@ pub struct PartitionProgress {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StallReason {
     /// The source broker that leads the partition (or every bootstrap broker, for a leader
-    /// lookup) cannot be reached: connection refused or lost, or requests unanswered within
-    /// `request.timeout.ms`.
+    /// lookup) cannot be reached: connection refused or lost, a fetch unanswered 5 s past its
+    /// `fetch.max.wait.ms`, or requests unanswered within `request.timeout.ms`.
     SourceUnreachable,
     /// The source partition has no leader right now, or its leader keeps saying it is not.
     SourceLeaderUnknown,

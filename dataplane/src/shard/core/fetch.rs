@@ -10,6 +10,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId as KafkaBrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::produce::UNANSWERED_STALL;
 use super::routing::BrokerId;
 use super::{Action, RequestId, ShardCore};
 use crate::shard::channel::{
@@ -40,6 +41,9 @@ struct FetchInFlight {
     generation: u32,
     reserved: usize,
     sent: Vec<PartitionKey>,
+    /// `max_wait_ms` after sending plus [`UNANSWERED_STALL`]: a broker silent past it is
+    /// reported as a stall long before `request.timeout.ms` abandons the request.
+    answer_due: Instant,
     deadline: Instant,
 }
 
@@ -187,6 +191,9 @@ impl ShardCore {
                 generation,
                 reserved: max_bytes,
                 sent: keys,
+                answer_due: now
+                    + Duration::from_millis(u64::try_from(settings.max_wait_ms).unwrap_or(0))
+                    + UNANSWERED_STALL,
                 deadline: now + timeout,
             },
         );
@@ -287,6 +294,28 @@ impl ShardCore {
             self.fetches.busy.remove(&f.group);
         }
         self.fetches.reserved = self.fetches.reserved.saturating_sub(f.reserved);
+    }
+
+    /// Marks the partitions of fetches unanswered past their `answer_due` as stalled on an
+    /// unreachable source (a black-holed link: the connection stays open and silent). An
+    /// answer clears it.
+    pub(super) fn mark_unanswered_fetches(&mut self, now: Instant) {
+        let mut stalled: Vec<(PartitionKey, BrokerId)> = Vec::new();
+        for f in self.fetches.in_flight.values() {
+            if now >= f.answer_due {
+                stalled.extend(f.sent.iter().map(|k| (k.clone(), f.group.broker)));
+            }
+        }
+        for (key, broker) in stalled {
+            let detail = format!(
+                "source broker {} has not answered a fetch for {} s past its max wait",
+                self.routing.addr(broker),
+                UNANSWERED_STALL.as_secs()
+            );
+            if let Some(o) = self.parts.get_mut(&key) {
+                o.p.stall_source(StallReason::SourceUnreachable, &detail, now);
+            }
+        }
     }
 
     fn fetch_lost(&mut self, f: &FetchInFlight, e: &WireError, now: Instant) {

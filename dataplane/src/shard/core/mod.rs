@@ -417,6 +417,7 @@ impl ShardCore {
         self.dirty = true;
         self.expire_requests(now);
         self.mark_unanswered_produces(now);
+        self.mark_unanswered_fetches(now);
         self.expire_connects(now);
         self.expire_lookups(now);
         self.expire_producer_ids(now);
