@@ -215,7 +215,6 @@ fn describe_regex_error(linear: Option<&regex::Error>, fancy: &fancy_regex::Erro
 }
 
 /// Rewrites Java-only syntax into syntax both Rust engines read with Java's meaning.
-#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 pub fn translate_java_regex(p: &str) -> Result<String, RegexError> {
     let chars: Vec<char> = p.chars().collect();
     let mut out = String::with_capacity(p.len() + 8);
@@ -250,89 +249,112 @@ pub fn translate_java_regex(p: &str) -> Result<String, RegexError> {
                     ));
                 };
                 i += 1;
-                let inside = class_depth > 0;
-                match e {
-                    'Q' => {
-                        // Quote until `\E` or the end.
-                        while i < chars.len() {
-                            if chars[i] == '\\' && chars.get(i + 1) == Some(&'E') {
-                                i += 2;
-                                break;
-                            }
-                            push_literal(&mut out, chars[i]);
-                            i += 1;
-                        }
-                    }
-                    'E' => {} // A stray `\E` is ignored by Java.
-                    'w' => push_class(&mut out, "0-9A-Za-z_", false, inside),
-                    'W' => push_class(&mut out, "0-9A-Za-z_", true, inside),
-                    'd' => push_class(&mut out, "0-9", false, inside),
-                    'D' => push_class(&mut out, "0-9", true, inside),
-                    's' => push_class(&mut out, r"\t\n\x0B\x0C\r ", false, inside),
-                    'S' => push_class(&mut out, r"\t\n\x0B\x0C\r ", true, inside),
-                    'h' => push_class(&mut out, JAVA_H, false, inside),
-                    'H' => push_class(&mut out, JAVA_H, true, inside),
-                    'v' => push_class(&mut out, JAVA_V, false, inside),
-                    'V' => push_class(&mut out, JAVA_V, true, inside),
-                    'e' => out.push_str(r"\x1B"),
-                    'a' => out.push_str(r"\x07"),
-                    'c' => {
-                        let Some(&x) = chars.get(i) else {
-                            return Err(RegexError::Syntax("`\\c` needs a control letter".into()));
-                        };
-                        i += 1;
-                        out.push_str(&format!(r"\x{{{:X}}}", (x as u32) ^ 64));
-                    }
-                    '0' => {
-                        // Java octal: \0n, \0nn, \0mnn with m <= 3.
-                        let mut value = 0u32;
-                        let mut n = 0;
-                        while n < 3 {
-                            match chars.get(i).and_then(|d| d.to_digit(8)) {
-                                Some(d) if n < 2 || value <= 0o37 => {
-                                    value = value * 8 + d;
-                                    i += 1;
-                                    n += 1;
-                                }
-                                _ => break,
-                            }
-                        }
-                        if n == 0 {
-                            return Err(RegexError::Syntax("illegal octal escape `\\0`".into()));
-                        }
-                        out.push_str(&format!(r"\x{{{value:X}}}"));
-                    }
-                    'p' | 'P' => {
-                        let (name, used) = property_name(&chars[i..])?;
-                        i += used;
-                        let negated = e == 'P';
-                        match posix_class(&name) {
-                            Some(set) => push_class(&mut out, set, negated, inside),
-                            None => {
-                                let rust_name = name.strip_prefix("Is").unwrap_or(&name);
-                                if name.starts_with("java") || name.starts_with("In") {
-                                    return Err(RegexError::Syntax(format!(
-                                        "`\\{e}{{{name}}}` (Java-only character class) is not supported"
-                                    )));
-                                }
-                                out.push_str(&format!("\\{e}{{{rust_name}}}"));
-                            }
-                        }
-                    }
-                    'R' => out.push_str(r"(?:\r\n|[\n\x0B\x0C\r\x{85}\x{2028}\x{2029}])"),
-                    'Z' => out.push_str(r"(?:\n?\z)"),
-                    // Java: escaped `<`/`>` are literals; `regex`: word boundaries.
-                    '<' | '>' => out.push(e),
-                    other => {
-                        out.push('\\');
-                        out.push(other);
-                    }
-                }
+                i += translate_escape(e, &chars[i..], class_depth > 0, &mut out)?;
             }
             other => out.push(other),
         }
     }
     Ok(out)
+}
+
+/// Translates the escape `\<e>` followed by `rest`, appending to `out`; returns how many
+/// characters of `rest` it used. `inside` says whether it stands in a character class.
+fn translate_escape(
+    e: char,
+    rest: &[char],
+    inside: bool,
+    out: &mut String,
+) -> Result<usize, RegexError> {
+    let mut used = 0;
+    match e {
+        'Q' => {
+            // Quote until `\E` or the end.
+            while used < rest.len() {
+                if rest[used] == '\\' && rest.get(used + 1) == Some(&'E') {
+                    used += 2;
+                    break;
+                }
+                push_literal(out, rest[used]);
+                used += 1;
+            }
+        }
+        'E' => {} // A stray `\E` is ignored by Java.
+        'w' => push_class(out, "0-9A-Za-z_", false, inside),
+        'W' => push_class(out, "0-9A-Za-z_", true, inside),
+        'd' => push_class(out, "0-9", false, inside),
+        'D' => push_class(out, "0-9", true, inside),
+        's' => push_class(out, r"\t\n\x0B\x0C\r ", false, inside),
+        'S' => push_class(out, r"\t\n\x0B\x0C\r ", true, inside),
+        'h' => push_class(out, JAVA_H, false, inside),
+        'H' => push_class(out, JAVA_H, true, inside),
+        'v' => push_class(out, JAVA_V, false, inside),
+        'V' => push_class(out, JAVA_V, true, inside),
+        'e' => out.push_str(r"\x1B"),
+        'a' => out.push_str(r"\x07"),
+        'c' => {
+            let Some(&x) = rest.first() else {
+                return Err(RegexError::Syntax("`\\c` needs a control letter".into()));
+            };
+            used = 1;
+            out.push_str(&format!(r"\x{{{:X}}}", (x as u32) ^ 64));
+        }
+        '0' => used = java_octal(rest, out)?,
+        'p' | 'P' => used = java_property(e, rest, inside, out)?,
+        'R' => out.push_str(r"(?:\r\n|[\n\x0B\x0C\r\x{85}\x{2028}\x{2029}])"),
+        'Z' => out.push_str(r"(?:\n?\z)"),
+        // Java: escaped `<`/`>` are literals; `regex`: word boundaries.
+        '<' | '>' => out.push(e),
+        other => {
+            out.push('\\');
+            out.push(other);
+        }
+    }
+    Ok(used)
+}
+
+/// Java's octal escape after `\0`: `\0n`, `\0nn`, `\0mnn` with m <= 3. Returns the digits used.
+fn java_octal(rest: &[char], out: &mut String) -> Result<usize, RegexError> {
+    let mut value = 0u32;
+    let mut n = 0;
+    while n < 3 {
+        match rest.get(n).and_then(|d| d.to_digit(8)) {
+            Some(d) if n < 2 || value <= 0o37 => {
+                value = value * 8 + d;
+                n += 1;
+            }
+            _ => break,
+        }
+    }
+    if n == 0 {
+        return Err(RegexError::Syntax("illegal octal escape `\\0`".into()));
+    }
+    out.push_str(&format!(r"\x{{{value:X}}}"));
+    Ok(n)
+}
+
+/// `\p{Name}` or `\P{Name}` (`e` says which): POSIX classes spelled out, Unicode properties
+/// kept, Java-only classes refused. Returns the characters of `rest` used.
+fn java_property(
+    e: char,
+    rest: &[char],
+    inside: bool,
+    out: &mut String,
+) -> Result<usize, RegexError> {
+    let (name, used) = property_name(rest)?;
+    let negated = e == 'P';
+    match posix_class(&name) {
+        Some(set) => push_class(out, set, negated, inside),
+        None => {
+            let rust_name = name.strip_prefix("Is").unwrap_or(&name);
+            if name.starts_with("java") || name.starts_with("In") {
+                return Err(RegexError::Syntax(format!(
+                    "`\\{e}{{{name}}}` (Java-only character class) is not supported"
+                )));
+            }
+            out.push_str(&format!("\\{e}{{{rust_name}}}"));
+        }
+    }
+    Ok(used)
 }
 
 /// Java `\h`.

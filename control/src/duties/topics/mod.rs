@@ -657,14 +657,12 @@ impl TopicSync {
         Ok(out)
     }
 
-    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
     async fn create_remote_topics(
         &mut self,
         io: &FlowIo<'_>,
         create: &[(String, String, i32)],
         out: &mut Vec<TopicChange>,
     ) -> Result<(), TopicError> {
-        let plan = io.plan;
         let create: Vec<&(String, String, i32)> = create
             .iter()
             .filter(|(s, _, _)| !self.creation_stopped.contains(s))
@@ -678,6 +676,40 @@ impl TopicSync {
             .describe(io.source, &names)
             .await
             .map_err(io.err("describing source topic configs"))?;
+        let new_topics = self.new_topics(io, &create, &source_configs, target_knows.as_ref());
+        for chunk in new_topics.chunks(ADMIN_BATCH_TOPICS) {
+            let results = io
+                .target
+                .create_topics(chunk, CREATE_TIMEOUT_MS)
+                .await
+                .map_err(io.err("creating remote topics"))?;
+            for (name, r) in results {
+                let Some(nt) = chunk.iter().find(|t| t.name == name) else {
+                    continue;
+                };
+                let Some((source, _, _)) = create.iter().find(|(_, r, _)| *r == name) else {
+                    continue;
+                };
+                match r {
+                    Ok(()) => self.created(io, source, nt).await,
+                    Err(e) if e.is(kafka_protocol::ResponseError::TopicAlreadyExists) => {}
+                    Err(e) => self.creation_failed(io, source, nt, &e, out),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The remote topics to create for `create` (source, remote, partitions): the source
+    /// configs MirrorMaker copies, less those the target does not know (`target_knows`).
+    fn new_topics(
+        &mut self,
+        io: &FlowIo<'_>,
+        create: &[&(String, String, i32)],
+        source_configs: &BTreeMap<String, Vec<ConfigEntry>>,
+        target_knows: Option<&BTreeSet<String>>,
+    ) -> Vec<NewTopic> {
+        let plan = io.plan;
         let mut new_topics = Vec::new();
         for (source, remote, count) in create.iter().copied() {
             // A topic deleted since it was listed has no configs: try again next time.
@@ -685,7 +717,7 @@ impl TopicSync {
                 continue;
             };
             let mut configs = creation_configs(configs, &plan.config.config_property_filter);
-            if let Some(known) = &target_knows {
+            if let Some(known) = target_knows {
                 let dropped = drop_unknown_configs(&mut configs, known);
                 if !dropped.is_empty() && self.dropped_configs_logged.insert(source.clone()) {
                     let why: Vec<String> = dropped
@@ -708,92 +740,85 @@ impl TopicSync {
                 configs,
             });
         }
-        for chunk in new_topics.chunks(ADMIN_BATCH_TOPICS) {
-            let results = io
-                .target
-                .create_topics(chunk, CREATE_TIMEOUT_MS)
-                .await
-                .map_err(io.err("creating remote topics"))?;
-            for (name, r) in results {
-                let Some(nt) = chunk.iter().find(|t| t.name == name) else {
-                    continue;
-                };
-                let Some((source, _, _)) = create.iter().find(|(_, r, _)| *r == name) else {
-                    continue;
-                };
-                match r {
-                    Ok(()) => {
-                        self.creation_failures.remove(source);
-                        self.counters.topics.changes += 1;
-                        tracing::info!(
-                            topic = %name,
-                            cluster = %plan.target,
-                            partitions = nt.partitions,
-                            replication_factor = nt.replication_factor,
-                            configs = ?nt.configs,
-                            "created remote topic"
-                        );
-                        // Metadata shows a new topic a moment after creation; its partitions
-                        // start only once they are visible, so wait here rather than leave
-                        // them for the next discovery.
-                        if let Err(e) = io
-                            .target
-                            .wait_for_leaders(&name, CREATE_TIMEOUT_MS as u64)
-                            .await
-                        {
-                            tracing::warn!(topic = %name, "the new remote topic has no leaders yet: {e}");
-                        }
-                    }
-                    Err(e) if e.is(kafka_protocol::ResponseError::TopicAlreadyExists) => {}
-                    Err(e) => {
-                        self.counters.topics.errors += 1;
-                        let permanent = is_permanent_creation_error(&e);
-                        let msg = if permanent {
-                            self.creation_stopped.insert(source.clone());
-                            format!(
-                                "cannot create remote topic {name} on {} with configs {:?}: {e}; \
-                                 not retried (the error will not change: fix the cause and \
-                                 restart strait)",
-                                plan.target, nt.configs
-                            )
-                        } else {
-                            format!("cannot create remote topic {name} on {}: {e}", plan.target)
-                        };
-                        if self.creation_failures.get(source) != Some(&msg) {
-                            if permanent {
-                                tracing::error!("{msg}");
-                            } else {
-                                tracing::error!("{msg}; retrying at every discovery");
-                            }
-                            // Report the topic's partitions as stopped, once per distinct error.
-                            for p in 0..nt.partitions {
-                                let key = PartitionKey::new(io.fid, source, p);
-                                out.push(TopicChange::Start(Box::new(NewPartition {
-                                    assignment: Assignment {
-                                        key: key.clone(),
-                                        source: io.source_ep.clone(),
-                                        target: io.target_ep.clone(),
-                                        target_topic: Arc::from(name.as_str()),
-                                        start_offset: 0,
-                                        start_leader_epoch: -1,
-                                        max_message_bytes:
-                                            strait_dataplane::batch::DEFAULT_MAX_MESSAGE_BYTES,
-                                        fetch: plan.fetch,
-                                        produce: plan.produce,
-                                    },
-                                    key,
-                                    topic_id: [0; 16],
-                                    end_offset: 0,
-                                    failed: Some(msg.clone()),
-                                })));
-                            }
-                            self.creation_failures.insert(source.clone(), msg);
-                        }
-                    }
-                }
-            }
+        new_topics
+    }
+
+    /// The remote topic `nt` of `source` was created: wait until its partitions have leaders.
+    async fn created(&mut self, io: &FlowIo<'_>, source: &str, nt: &NewTopic) {
+        self.creation_failures.remove(source);
+        self.counters.topics.changes += 1;
+        tracing::info!(
+            topic = %nt.name,
+            cluster = %io.plan.target,
+            partitions = nt.partitions,
+            replication_factor = nt.replication_factor,
+            configs = ?nt.configs,
+            "created remote topic"
+        );
+        // Metadata shows a new topic a moment after creation; its partitions start only once
+        // they are visible, so wait here rather than leave them for the next discovery.
+        if let Err(e) = io
+            .target
+            .wait_for_leaders(&nt.name, CREATE_TIMEOUT_MS as u64)
+            .await
+        {
+            tracing::warn!(topic = %nt.name, "the new remote topic has no leaders yet: {e}");
         }
-        Ok(())
+    }
+
+    /// The target refused to create the remote topic `nt` of `source`: its partitions are
+    /// reported stopped, once per distinct error; a permanent error is not retried.
+    fn creation_failed(
+        &mut self,
+        io: &FlowIo<'_>,
+        source: &str,
+        nt: &NewTopic,
+        e: &ClusterError,
+        out: &mut Vec<TopicChange>,
+    ) {
+        let plan = io.plan;
+        let name = &nt.name;
+        self.counters.topics.errors += 1;
+        let permanent = is_permanent_creation_error(e);
+        let msg = if permanent {
+            self.creation_stopped.insert(source.to_string());
+            format!(
+                "cannot create remote topic {name} on {} with configs {:?}: {e}; not retried \
+                 (the error will not change: fix the cause and restart strait)",
+                plan.target, nt.configs
+            )
+        } else {
+            format!("cannot create remote topic {name} on {}: {e}", plan.target)
+        };
+        if self.creation_failures.get(source) == Some(&msg) {
+            return;
+        }
+        if permanent {
+            tracing::error!("{msg}");
+        } else {
+            tracing::error!("{msg}; retrying at every discovery");
+        }
+        for p in 0..nt.partitions {
+            let key = PartitionKey::new(io.fid, source, p);
+            out.push(TopicChange::Start(Box::new(NewPartition {
+                assignment: Assignment {
+                    key: key.clone(),
+                    source: io.source_ep.clone(),
+                    target: io.target_ep.clone(),
+                    target_topic: Arc::from(name.as_str()),
+                    start_offset: 0,
+                    start_leader_epoch: -1,
+                    max_message_bytes: strait_dataplane::batch::DEFAULT_MAX_MESSAGE_BYTES,
+                    fetch: plan.fetch,
+                    produce: plan.produce,
+                },
+                key,
+                topic_id: [0; 16],
+                end_offset: 0,
+                failed: Some(msg.clone()),
+            })));
+        }
+        self.creation_failures.insert(source.to_string(), msg);
     }
 
     /// The topic config names the target cluster knows, from DescribeConfigs of a topic there
