@@ -777,7 +777,6 @@ impl OffsetsRuntime {
     }
 
     /// One round of checkpoints over the selected groups.
-    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
     async fn checkpoint_round(&mut self, wall_ms: i64) -> RoundCounts {
         let mut counts = RoundCounts::default();
         if !self.checkpoints.is_initialized() {
@@ -808,59 +807,7 @@ impl OffsetsRuntime {
                     (tp, Some(offset))
                 })
                 .collect();
-            let previous: Vec<Checkpoint> = self
-                .checkpoints
-                .get(&group)
-                .map(|g| g.values().cloned().collect())
-                .unwrap_or_default();
-            let translator = &self.translator;
-            let flow = &self.flow;
-            let outcome = self.checkpoints.checkpoints_for_group(
-                &group,
-                committed.iter().map(|(tp, o)| (tp, o)),
-                |tp, upstream| translator.translate(tp, upstream),
-                |topic| flow.topic_filter.should_replicate_topic(topic),
-                |topic| {
-                    flow.replication_policy
-                        .checkpoint_topic_name(topic, &flow.source, &flow.target)
-                },
-            );
-            for (tp, why) in &outcome.skipped {
-                if let Some(reason) = skip_reason(why) {
-                    bump(&mut self.counters.checkpoint_skips, reason);
-                }
-                if !matches!(why, CheckpointSkip::Repeated | CheckpointSkip::FilteredOut) {
-                    tracing::debug!(flow = %self.name, group = %group, partition = %tp, "no checkpoint: {why}");
-                }
-            }
-            if outcome.emitted.is_empty() {
-                continue;
-            }
-            for e in &outcome.emitted {
-                let cp = &e.checkpoint;
-                let (Ok(key), Ok(value)) = (cp.encode_key(), cp.encode_value()) else {
-                    tracing::error!(flow = %self.name, group = %group, "checkpoint too large to encode");
-                    continue;
-                };
-                tracing::debug!(
-                    flow = %self.name,
-                    group = %group,
-                    topic = %cp.topic,
-                    partition = cp.partition,
-                    upstream = cp.upstream_offset,
-                    downstream = cp.downstream_offset,
-                    precision = %e.translation.precision,
-                    "checkpoint"
-                );
-                batch.bytes += key.len() + value.len();
-                batch.exact += usize::from(e.translation.precision == Precision::Exact);
-                batch.records.push(Record::new(
-                    wall_ms,
-                    Some(Bytes::from(key)),
-                    Some(Bytes::from(value)),
-                ));
-            }
-            batch.groups.push((group, previous));
+            self.group_checkpoints(group, &committed, wall_ms, &mut batch);
             if batch.records.len() >= MAX_RECORDS_PER_PRODUCE
                 || batch.bytes >= MAX_BYTES_PER_PRODUCE
             {
@@ -872,6 +819,70 @@ impl OffsetsRuntime {
         }
         self.write_checkpoints(batch, &mut counts).await;
         counts
+    }
+
+    /// Adds the checkpoints of `group` for its `committed` offsets to `batch` (with the
+    /// group's previous checkpoints, put back if the write fails).
+    fn group_checkpoints(
+        &mut self,
+        group: String,
+        committed: &[(TopicPartition, Option<CommittedOffset>)],
+        wall_ms: i64,
+        batch: &mut CheckpointBatch,
+    ) {
+        let previous: Vec<Checkpoint> = self
+            .checkpoints
+            .get(&group)
+            .map(|g| g.values().cloned().collect())
+            .unwrap_or_default();
+        let translator = &self.translator;
+        let flow = &self.flow;
+        let outcome = self.checkpoints.checkpoints_for_group(
+            &group,
+            committed.iter().map(|(tp, o)| (tp, o)),
+            |tp, upstream| translator.translate(tp, upstream),
+            |topic| flow.topic_filter.should_replicate_topic(topic),
+            |topic| {
+                flow.replication_policy
+                    .checkpoint_topic_name(topic, &flow.source, &flow.target)
+            },
+        );
+        for (tp, why) in &outcome.skipped {
+            if let Some(reason) = skip_reason(why) {
+                bump(&mut self.counters.checkpoint_skips, reason);
+            }
+            if !matches!(why, CheckpointSkip::Repeated | CheckpointSkip::FilteredOut) {
+                tracing::debug!(flow = %self.name, group = %group, partition = %tp, "no checkpoint: {why}");
+            }
+        }
+        if outcome.emitted.is_empty() {
+            return;
+        }
+        for e in &outcome.emitted {
+            let cp = &e.checkpoint;
+            let (Ok(key), Ok(value)) = (cp.encode_key(), cp.encode_value()) else {
+                tracing::error!(flow = %self.name, group = %group, "checkpoint too large to encode");
+                continue;
+            };
+            tracing::debug!(
+                flow = %self.name,
+                group = %group,
+                topic = %cp.topic,
+                partition = cp.partition,
+                upstream = cp.upstream_offset,
+                downstream = cp.downstream_offset,
+                precision = %e.translation.precision,
+                "checkpoint"
+            );
+            batch.bytes += key.len() + value.len();
+            batch.exact += usize::from(e.translation.precision == Precision::Exact);
+            batch.records.push(Record::new(
+                wall_ms,
+                Some(Bytes::from(key)),
+                Some(Bytes::from(value)),
+            ));
+        }
+        batch.groups.push((group, previous));
     }
 
     /// Writes a batch of checkpoints to partition 0 of the checkpoints topic; on failure puts
@@ -945,7 +956,6 @@ impl OffsetsRuntime {
     }
 
     /// One round of group-offset sync over the groups with checkpoints.
-    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
     async fn group_sync_round(&mut self) -> Result<Vec<GroupSyncReport>, OffsetsError> {
         if !self.checkpoints.is_initialized() {
             return Ok(Vec::new());
@@ -974,77 +984,93 @@ impl OffsetsRuntime {
             listed.iter().map(|g| (g.group_id.as_str(), g)).collect();
         let mut reports = Vec::with_capacity(groups.len());
         for group in groups {
-            let state = match target_state(
-                &self.target,
-                &group,
-                listed.get(group.as_str()).copied(),
-            )
-            .await
-            {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(flow = %self.name, group = %group, error = %e, "cannot read the target group's state; not syncing it");
-                    self.counters.group_sync_errors += 1;
-                    continue;
-                }
-            };
-            let mut target_offsets: HashMap<TopicPartition, Option<i64>> = HashMap::new();
-            if state.is_idle() {
-                match self.target.offset_fetch(&group).await {
-                    Ok(o) => {
-                        target_offsets.extend(o.into_iter().map(|(tp, c)| (tp, Some(c.offset))))
-                    }
-                    Err(e) => {
-                        tracing::warn!(flow = %self.name, group = %group, error = %e, "cannot fetch the target group's offsets; not syncing it");
-                        self.counters.group_sync_errors += 1;
-                        continue;
-                    }
-                }
+            let entry = listed.get(group.as_str()).copied();
+            if let Some(report) = self.sync_group(group, entry).await {
+                reports.push(report);
             }
-            let checkpoints = self.checkpoints.converted_offsets(&group);
-            let mut decisions = plan_group_sync(checkpoints, state, &target_offsets);
-            decisions.retain(|d| self.owns_remote(&d.tp));
-            let commits: BTreeMap<TopicPartition, crate::cluster::CommittedOffset> = decisions
-                .iter()
-                .filter_map(|d| match &d.action {
-                    GroupSyncAction::Commit {
-                        offset, metadata, ..
-                    } => Some((
-                        d.tp.clone(),
-                        crate::cluster::CommittedOffset {
-                            offset: *offset,
-                            metadata: metadata.clone(),
-                        },
-                    )),
-                    _ => None,
-                })
-                .collect();
-            let mut failures = Vec::new();
-            if !commits.is_empty() {
-                match self.target.offset_commit(&group, &commits).await {
-                    Ok(results) => {
-                        for tp in commits.keys() {
-                            match results.get(tp) {
-                                Some(Ok(())) => {}
-                                Some(Err(e)) => failures.push((tp.clone(), e.to_string())),
-                                None => failures
-                                    .push((tp.clone(), "not in the OffsetCommit response".into())),
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        failures.extend(commits.keys().map(|tp| (tp.clone(), e.to_string())));
-                    }
-                }
-            }
-            reports.push(GroupSyncReport {
-                group,
-                state,
-                decisions,
-                failures,
-            });
         }
         Ok(reports)
+    }
+
+    /// Syncs one group (`listed`: its entry in the target's group list): reads its state and,
+    /// when idle, its offsets on the target, then commits the translated checkpoints that
+    /// MirrorMaker's rules allow. `None` when the target cannot be read (logged, counted).
+    async fn sync_group(
+        &mut self,
+        group: String,
+        listed: Option<&ListedGroup>,
+    ) -> Option<GroupSyncReport> {
+        let state = match target_state(&self.target, &group, listed).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(flow = %self.name, group = %group, error = %e, "cannot read the target group's state; not syncing it");
+                self.counters.group_sync_errors += 1;
+                return None;
+            }
+        };
+        let mut target_offsets: HashMap<TopicPartition, Option<i64>> = HashMap::new();
+        if state.is_idle() {
+            match self.target.offset_fetch(&group).await {
+                Ok(o) => target_offsets.extend(o.into_iter().map(|(tp, c)| (tp, Some(c.offset)))),
+                Err(e) => {
+                    tracing::warn!(flow = %self.name, group = %group, error = %e, "cannot fetch the target group's offsets; not syncing it");
+                    self.counters.group_sync_errors += 1;
+                    return None;
+                }
+            }
+        }
+        let checkpoints = self.checkpoints.converted_offsets(&group);
+        let mut decisions = plan_group_sync(checkpoints, state, &target_offsets);
+        decisions.retain(|d| self.owns_remote(&d.tp));
+        let commits: BTreeMap<TopicPartition, crate::cluster::CommittedOffset> = decisions
+            .iter()
+            .filter_map(|d| match &d.action {
+                GroupSyncAction::Commit {
+                    offset, metadata, ..
+                } => Some((
+                    d.tp.clone(),
+                    crate::cluster::CommittedOffset {
+                        offset: *offset,
+                        metadata: metadata.clone(),
+                    },
+                )),
+                _ => None,
+            })
+            .collect();
+        let failures = self.commit_group(&group, &commits).await;
+        Some(GroupSyncReport {
+            group,
+            state,
+            decisions,
+            failures,
+        })
+    }
+
+    /// Commits `commits` for `group` on the target; the partitions that failed, and why.
+    async fn commit_group(
+        &self,
+        group: &str,
+        commits: &BTreeMap<TopicPartition, crate::cluster::CommittedOffset>,
+    ) -> Vec<(TopicPartition, String)> {
+        let mut failures = Vec::new();
+        if commits.is_empty() {
+            return failures;
+        }
+        match self.target.offset_commit(group, commits).await {
+            Ok(results) => {
+                for tp in commits.keys() {
+                    match results.get(tp) {
+                        Some(Ok(())) => {}
+                        Some(Err(e)) => failures.push((tp.clone(), e.to_string())),
+                        None => {
+                            failures.push((tp.clone(), "not in the OffsetCommit response".into()));
+                        }
+                    }
+                }
+            }
+            Err(e) => failures.extend(commits.keys().map(|tp| (tp.clone(), e.to_string()))),
+        }
+        failures
     }
 }
 
