@@ -73,6 +73,11 @@ fn list(s: &Setting<Vec<String>>) -> Setting<String> {
     Setting::new(s.value.join(", "), s.origin.clone())
 }
 
+/// A setting's value as text, for tables of settings of several types.
+fn text<T: fmt::Display>(s: &Setting<T>) -> Setting<String> {
+    map(s, T::to_string)
+}
+
 fn map<T, U>(s: &Setting<T>, f: impl Fn(&T) -> U) -> Setting<U> {
     Setting::new(f(&s.value), s.origin.clone())
 }
@@ -152,7 +157,6 @@ fn client(out: &mut String, c: &ClientConfig, typed: &[(&str, Setting<String>)])
     }
 }
 
-#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 fn flow(out: &mut String, f: &FlowConfig) {
     let state = if f.enabled.value {
         "replicating"
@@ -161,176 +165,29 @@ fn flow(out: &mut String, f: &FlowConfig) {
     };
     let _ = writeln!(out, "  flow {} ({state})", f.name());
     let i = "    ";
-    line(out, i, "enabled", &f.enabled);
-    line(
-        out,
-        i,
-        "emit.heartbeats.enabled",
-        &f.emit_heartbeats_enabled,
-    );
-    line(
-        out,
-        i,
-        "emit.heartbeats.interval.seconds",
-        &f.emit_heartbeats_interval_seconds,
-    );
-    line(
-        out,
-        i,
-        "heartbeats.topic.replication.factor",
-        &f.heartbeats_topic_replication_factor,
-    );
-    if f.enabled.value {
-        line(out, i, "topics", &list(&f.topics));
-        line(out, i, "topics.exclude", &list(&f.topics_exclude));
-        line(out, i, "groups", &list(&f.groups));
-        line(out, i, "groups.exclude", &list(&f.groups_exclude));
-        line(
-            out,
-            i,
-            "replication.policy.class",
-            &f.replication_policy_class,
-        );
-        line(
-            out,
-            i,
-            "replication.policy.separator",
-            &f.replication_policy_separator,
-        );
-        line(out, i, "replication.factor", &f.replication_factor);
-        line(
-            out,
-            i,
-            "config.properties.exclude",
-            &list(&f.config_properties_exclude),
-        );
-        line(
-            out,
-            i,
-            "use.defaults.from",
-            &map(&f.use_defaults_from, |u| match u {
-                UseDefaultsFrom::Source => "source",
-                UseDefaultsFrom::Target => "target",
-            }),
-        );
-        line(out, i, "refresh.topics.enabled", &f.refresh_topics_enabled);
-        line(
-            out,
-            i,
-            "refresh.topics.interval.seconds",
-            &f.refresh_topics_interval_seconds,
-        );
-        line(
-            out,
-            i,
-            "sync.topic.configs.enabled",
-            &f.sync_topic_configs_enabled,
-        );
-        line(
-            out,
-            i,
-            "sync.topic.configs.interval.seconds",
-            &f.sync_topic_configs_interval_seconds,
-        );
-        line(
-            out,
-            i,
-            "sync.topic.acls.enabled",
-            &f.sync_topic_acls_enabled,
-        );
-        line(
-            out,
-            i,
-            "sync.topic.acls.interval.seconds",
-            &f.sync_topic_acls_interval_seconds,
-        );
-        line(out, i, "refresh.groups.enabled", &f.refresh_groups_enabled);
-        line(
-            out,
-            i,
-            "refresh.groups.interval.seconds",
-            &f.refresh_groups_interval_seconds,
-        );
-        line(out, i, "offset.lag.max", &f.offset_lag_max);
-        line(
-            out,
-            i,
-            "offset-syncs.topic.location",
-            &map(&f.offset_syncs_topic_location, |l| match l {
-                OffsetSyncsLocation::Source => "source",
-                OffsetSyncsLocation::Target => "target",
-            }),
-        );
-        line(
-            out,
-            i,
-            "emit.offset-syncs.enabled",
-            &f.emit_offset_syncs_enabled,
-        );
-        line(
-            out,
-            i,
-            "offset-syncs.topic.replication.factor",
-            &f.offset_syncs_topic_replication_factor,
-        );
-        line(
-            out,
-            i,
-            "emit.checkpoints.enabled",
-            &f.emit_checkpoints_enabled,
-        );
-        line(
-            out,
-            i,
-            "emit.checkpoints.interval.seconds",
-            &f.emit_checkpoints_interval_seconds,
-        );
-        line(
-            out,
-            i,
-            "checkpoints.topic.replication.factor",
-            &f.checkpoints_topic_replication_factor,
-        );
-        line(
-            out,
-            i,
-            "sync.group.offsets.enabled",
-            &f.sync_group_offsets_enabled,
-        );
-        line(
-            out,
-            i,
-            "sync.group.offsets.interval.seconds",
-            &f.sync_group_offsets_interval_seconds,
-        );
-        line(
-            out,
-            i,
-            "heartbeats.replication.enabled",
-            &f.heartbeats_replication_enabled,
-        );
-        line(out, i, "admin.timeout.ms", &f.admin_timeout_ms);
-        line(
-            out,
-            i,
-            "offset.flush.interval.ms",
-            &f.offset_flush_interval_ms,
-        );
-        line(
-            out,
-            i,
-            "offset.storage.topic (MM2 progress)",
-            &f.mm2_offsets_topic,
-        );
-        let _ = writeln!(
-            out,
-            "    topics on the target: remote `{}`, checkpoints `{}`, offset syncs `{}` (on {})",
-            f.remote_topic("<topic>"),
-            f.checkpoints_topic(),
-            f.offset_syncs_topic(),
-            f.clients.offset_syncs_producer.client.cluster
-        );
+    for (key, value) in [
+        ("enabled", text(&f.enabled)),
+        ("emit.heartbeats.enabled", text(&f.emit_heartbeats_enabled)),
+        (
+            "emit.heartbeats.interval.seconds",
+            text(&f.emit_heartbeats_interval_seconds),
+        ),
+        (
+            "heartbeats.topic.replication.factor",
+            text(&f.heartbeats_topic_replication_factor),
+        ),
+    ] {
+        line(out, i, key, &value);
     }
+    if f.enabled.value {
+        flow_replication(out, f);
+    }
+    flow_clients(out, f);
+}
+
+/// The settings of the flow's clients, each with its connection summary.
+#[allow(clippy::too_many_lines)] // a table of settings per client kind, one row each
+fn flow_clients(out: &mut String, f: &FlowConfig) {
     let _ = writeln!(out, "    clients:");
     let c = &f.clients;
     let consumer = |s: &ConsumerSettings| -> Vec<(&'static str, Setting<String>)> {
@@ -419,39 +276,125 @@ fn flow(out: &mut String, f: &FlowConfig) {
     }
 }
 
+/// The replication settings of an enabled flow (topics, groups, syncs, offsets, checkpoints).
+#[allow(clippy::too_many_lines)] // a table of settings, one row each: nothing to name in a split
+fn flow_replication(out: &mut String, f: &FlowConfig) {
+    let i = "    ";
+    for (key, value) in [
+        ("topics", text(&list(&f.topics))),
+        ("topics.exclude", text(&list(&f.topics_exclude))),
+        ("groups", text(&list(&f.groups))),
+        ("groups.exclude", text(&list(&f.groups_exclude))),
+        (
+            "replication.policy.class",
+            text(&f.replication_policy_class),
+        ),
+        (
+            "replication.policy.separator",
+            text(&f.replication_policy_separator),
+        ),
+        ("replication.factor", text(&f.replication_factor)),
+        (
+            "config.properties.exclude",
+            text(&list(&f.config_properties_exclude)),
+        ),
+        (
+            "use.defaults.from",
+            text(&map(&f.use_defaults_from, |u| match u {
+                UseDefaultsFrom::Source => "source",
+                UseDefaultsFrom::Target => "target",
+            })),
+        ),
+        ("refresh.topics.enabled", text(&f.refresh_topics_enabled)),
+        (
+            "refresh.topics.interval.seconds",
+            text(&f.refresh_topics_interval_seconds),
+        ),
+        (
+            "sync.topic.configs.enabled",
+            text(&f.sync_topic_configs_enabled),
+        ),
+        (
+            "sync.topic.configs.interval.seconds",
+            text(&f.sync_topic_configs_interval_seconds),
+        ),
+        ("sync.topic.acls.enabled", text(&f.sync_topic_acls_enabled)),
+        (
+            "sync.topic.acls.interval.seconds",
+            text(&f.sync_topic_acls_interval_seconds),
+        ),
+        ("refresh.groups.enabled", text(&f.refresh_groups_enabled)),
+        (
+            "refresh.groups.interval.seconds",
+            text(&f.refresh_groups_interval_seconds),
+        ),
+        ("offset.lag.max", text(&f.offset_lag_max)),
+        (
+            "offset-syncs.topic.location",
+            text(&map(&f.offset_syncs_topic_location, |l| match l {
+                OffsetSyncsLocation::Source => "source",
+                OffsetSyncsLocation::Target => "target",
+            })),
+        ),
+        (
+            "emit.offset-syncs.enabled",
+            text(&f.emit_offset_syncs_enabled),
+        ),
+        (
+            "offset-syncs.topic.replication.factor",
+            text(&f.offset_syncs_topic_replication_factor),
+        ),
+        (
+            "emit.checkpoints.enabled",
+            text(&f.emit_checkpoints_enabled),
+        ),
+        (
+            "emit.checkpoints.interval.seconds",
+            text(&f.emit_checkpoints_interval_seconds),
+        ),
+        (
+            "checkpoints.topic.replication.factor",
+            text(&f.checkpoints_topic_replication_factor),
+        ),
+        (
+            "sync.group.offsets.enabled",
+            text(&f.sync_group_offsets_enabled),
+        ),
+        (
+            "sync.group.offsets.interval.seconds",
+            text(&f.sync_group_offsets_interval_seconds),
+        ),
+        (
+            "heartbeats.replication.enabled",
+            text(&f.heartbeats_replication_enabled),
+        ),
+        ("admin.timeout.ms", text(&f.admin_timeout_ms)),
+        (
+            "offset.flush.interval.ms",
+            text(&f.offset_flush_interval_ms),
+        ),
+        (
+            "offset.storage.topic (MM2 progress)",
+            text(&f.mm2_offsets_topic),
+        ),
+    ] {
+        line(out, i, key, &value);
+    }
+    let _ = writeln!(
+        out,
+        "    topics on the target: remote `{}`, checkpoints `{}`, offset syncs `{}` (on {})",
+        f.remote_topic("<topic>"),
+        f.checkpoints_topic(),
+        f.offset_syncs_topic(),
+        f.clients.offset_syncs_producer.client.cluster
+    );
+}
+
 impl fmt::Display for CheckReport {
-    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut out = String::new();
         let _ = writeln!(out, "strait check {}", self.path.display());
-        if !self.errors.is_empty() {
-            let _ = writeln!(out, "\nerrors ({}):", self.errors.len());
-            for e in &self.errors {
-                let _ = writeln!(out, "  error: {e}");
-            }
-        }
-        let warnings: Vec<&ConfigWarning> = self
-            .warnings
-            .iter()
-            .filter(|w| w.severity == Severity::Warning)
-            .collect();
-        let notes: Vec<&ConfigWarning> = self
-            .warnings
-            .iter()
-            .filter(|w| w.severity == Severity::Note)
-            .collect();
-        if !warnings.is_empty() {
-            let _ = writeln!(out, "\nwarnings ({}):", warnings.len());
-            for w in warnings {
-                let _ = writeln!(out, "  warning: {w}");
-            }
-        }
-        if !notes.is_empty() {
-            let _ = writeln!(out, "\nnotes ({}):", notes.len());
-            for w in notes {
-                let _ = writeln!(out, "  note: {w}");
-            }
-        }
+        self.diagnostics(&mut out);
         if let Some(c) = &self.config {
             let _ = writeln!(out, "\neffective configuration:");
             for cl in c.clusters.values() {
@@ -481,131 +424,7 @@ impl fmt::Display for CheckReport {
             for fl in &c.flows {
                 flow(&mut out, fl);
             }
-            let s = &c.strait;
-            let _ = writeln!(out, "  strait:");
-            line(&mut out, "    ", "strait.shards", &s.shards);
-            line(
-                &mut out,
-                "    ",
-                "strait.io",
-                &map(&s.io, |i| format!("{i:?}").to_ascii_lowercase()),
-            );
-            line(
-                &mut out,
-                "    ",
-                "strait.api.listen",
-                &map(&s.api_listen, |a| {
-                    a.map_or("disabled".to_string(), |a| a.to_string())
-                }),
-            );
-            line(
-                &mut out,
-                "    ",
-                "strait.api.token",
-                &map(&s.api_token, |t| {
-                    if t.is_some() { "[redacted]" } else { "none" }.to_string()
-                }),
-            );
-            line(
-                &mut out,
-                "    ",
-                "strait.api.command.queue",
-                &s.api_command_queue,
-            );
-            line(
-                &mut out,
-                "    ",
-                "strait.api.ssl.keystore.location",
-                &map(&s.api_keystore_location, |p| {
-                    p.as_ref()
-                        .map_or("none (plain HTTP)".to_string(), |p| p.display().to_string())
-                }),
-            );
-            for (key, secret) in [
-                ("strait.api.ssl.keystore.password", &s.api_keystore_password),
-                ("strait.api.ssl.key.password", &s.api_key_password),
-            ] {
-                line(
-                    &mut out,
-                    "    ",
-                    key,
-                    &map(secret, |t| {
-                        if t.is_some() { "[redacted]" } else { "none" }.to_string()
-                    }),
-                );
-            }
-            line(&mut out, "    ", "strait.memory.bytes", &s.memory_bytes);
-            line(
-                &mut out,
-                "    ",
-                "strait.progress.topic.replication.factor",
-                &s.progress_topic_replication_factor,
-            );
-            line(
-                &mut out,
-                "    ",
-                "strait.on.lost.position",
-                &map(&s.on_lost_position, |o| {
-                    format!("{o:?}").to_ascii_lowercase()
-                }),
-            );
-            line(
-                &mut out,
-                "    ",
-                "strait.metrics.enabled",
-                &s.metrics_enabled,
-            );
-            line(
-                &mut out,
-                "    ",
-                "strait.metrics.per.partition",
-                &s.metrics_per_partition,
-            );
-            line(
-                &mut out,
-                "    ",
-                "strait.health.stall.timeout.ms",
-                &s.health_stall_timeout_ms,
-            );
-            let or_default = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.into());
-            line(
-                &mut out,
-                "    ",
-                "strait.group.id",
-                &map(&s.group_id, |v| or_default(v, "strait-<digest>")),
-            );
-            line(
-                &mut out,
-                "    ",
-                "strait.group.cluster",
-                &map(&s.group_cluster, |v| {
-                    or_default(v, "the first flow's target")
-                }),
-            );
-            line(
-                &mut out,
-                "    ",
-                "strait.group.instance.id",
-                &map(&s.group_instance_id, |v| {
-                    or_default(v, "none (dynamic membership)")
-                }),
-            );
-            for (key, v) in [
-                (
-                    "strait.group.session.timeout.ms",
-                    &s.group_session_timeout_ms,
-                ),
-                (
-                    "strait.group.heartbeat.interval.ms",
-                    &s.group_heartbeat_interval_ms,
-                ),
-                (
-                    "strait.group.rebalance.timeout.ms",
-                    &s.group_rebalance_timeout_ms,
-                ),
-            ] {
-                line(&mut out, "    ", key, v);
-            }
+            strait_settings(&mut out, &c.strait);
         }
         let _ = writeln!(
             out,
@@ -617,5 +436,148 @@ impl fmt::Display for CheckReport {
             }
         );
         f.write_str(&out)
+    }
+}
+
+/// strait's own settings (`strait.*`).
+#[allow(clippy::too_many_lines)] // a table of settings, one row each: nothing to name in a split
+fn strait_settings(out: &mut String, s: &StraitSettings) {
+    let _ = writeln!(out, "  strait:");
+    for (key, value) in [
+        ("strait.shards", text(&s.shards)),
+        (
+            "strait.io",
+            text(&map(&s.io, |i| format!("{i:?}").to_ascii_lowercase())),
+        ),
+        (
+            "strait.api.listen",
+            text(&map(&s.api_listen, |a| {
+                a.map_or("disabled".to_string(), |a| a.to_string())
+            })),
+        ),
+        (
+            "strait.api.token",
+            text(&map(&s.api_token, |t| {
+                if t.is_some() { "[redacted]" } else { "none" }.to_string()
+            })),
+        ),
+        ("strait.api.command.queue", text(&s.api_command_queue)),
+        (
+            "strait.api.ssl.keystore.location",
+            text(&map(&s.api_keystore_location, |p| {
+                p.as_ref()
+                    .map_or("none (plain HTTP)".to_string(), |p| p.display().to_string())
+            })),
+        ),
+    ] {
+        line(out, "    ", key, &value);
+    }
+    for (key, secret) in [
+        ("strait.api.ssl.keystore.password", &s.api_keystore_password),
+        ("strait.api.ssl.key.password", &s.api_key_password),
+    ] {
+        line(
+            out,
+            "    ",
+            key,
+            &map(secret, |t| {
+                if t.is_some() { "[redacted]" } else { "none" }.to_string()
+            }),
+        );
+    }
+    for (key, value) in [
+        ("strait.memory.bytes", text(&s.memory_bytes)),
+        (
+            "strait.progress.topic.replication.factor",
+            text(&s.progress_topic_replication_factor),
+        ),
+        (
+            "strait.on.lost.position",
+            text(&map(&s.on_lost_position, |o| {
+                format!("{o:?}").to_ascii_lowercase()
+            })),
+        ),
+        ("strait.metrics.enabled", text(&s.metrics_enabled)),
+        (
+            "strait.metrics.per.partition",
+            text(&s.metrics_per_partition),
+        ),
+        (
+            "strait.health.stall.timeout.ms",
+            text(&s.health_stall_timeout_ms),
+        ),
+    ] {
+        line(out, "    ", key, &value);
+    }
+    let or_default = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.into());
+    for (key, value) in [
+        (
+            "strait.group.id",
+            text(&map(&s.group_id, |v| or_default(v, "strait-<digest>"))),
+        ),
+        (
+            "strait.group.cluster",
+            text(&map(&s.group_cluster, |v| {
+                or_default(v, "the first flow's target")
+            })),
+        ),
+        (
+            "strait.group.instance.id",
+            text(&map(&s.group_instance_id, |v| {
+                or_default(v, "none (dynamic membership)")
+            })),
+        ),
+    ] {
+        line(out, "    ", key, &value);
+    }
+    for (key, v) in [
+        (
+            "strait.group.session.timeout.ms",
+            &s.group_session_timeout_ms,
+        ),
+        (
+            "strait.group.heartbeat.interval.ms",
+            &s.group_heartbeat_interval_ms,
+        ),
+        (
+            "strait.group.rebalance.timeout.ms",
+            &s.group_rebalance_timeout_ms,
+        ),
+    ] {
+        line(out, "    ", key, v);
+    }
+}
+
+impl CheckReport {
+    /// The errors, warnings and notes, each under its heading.
+    fn diagnostics(&self, out: &mut String) {
+        if !self.errors.is_empty() {
+            let _ = writeln!(out, "\nerrors ({}):", self.errors.len());
+            for e in &self.errors {
+                let _ = writeln!(out, "  error: {e}");
+            }
+        }
+        let warnings: Vec<&ConfigWarning> = self
+            .warnings
+            .iter()
+            .filter(|w| w.severity == Severity::Warning)
+            .collect();
+        let notes: Vec<&ConfigWarning> = self
+            .warnings
+            .iter()
+            .filter(|w| w.severity == Severity::Note)
+            .collect();
+        if !warnings.is_empty() {
+            let _ = writeln!(out, "\nwarnings ({}):", warnings.len());
+            for w in warnings {
+                let _ = writeln!(out, "  warning: {w}");
+            }
+        }
+        if !notes.is_empty() {
+            let _ = writeln!(out, "\nnotes ({}):", notes.len());
+            for w in notes {
+                let _ = writeln!(out, "  note: {w}");
+            }
+        }
     }
 }
