@@ -170,7 +170,6 @@ pub(crate) struct Outcome {
     pub warnings: Vec<ConfigWarning>,
 }
 
-#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
@@ -206,6 +205,68 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
         };
     }
     let path_arc: Arc<Path> = Arc::from(path);
+    let Expansion { raw, unresolved } = expand_values(&props, env, &mut errors, &mut warnings);
+
+    let clusters = read_clusters(&raw, &mut errors, &mut warnings);
+    let aliases = Aliases::from_entries(
+        &clusters,
+        raw.iter()
+            .map(|(k, e)| (k.as_str(), e.value.as_str(), e.line)),
+    );
+    check_keys(
+        &raw,
+        &clusters,
+        &aliases,
+        &unresolved,
+        &mut errors,
+        &mut warnings,
+    );
+
+    let mut resolver = Resolver::new(path_arc.clone(), &raw, clusters.clone());
+    let (clusters_cfg, flows) = resolver.resolve();
+    errors.append(&mut resolver.errors);
+    warnings.append(&mut resolver.warnings);
+    let strait = resolve::strait_settings(&path_arc, &raw);
+    traps::add_warnings(&raw, &clusters_cfg, &flows, &mut warnings);
+
+    dedup(&mut errors, |e| {
+        (e.kind, e.key.clone(), e.line, e.message.clone())
+    });
+    dedup(&mut warnings, |w| {
+        (w.kind, w.key.clone(), w.line, w.message.clone())
+    });
+    errors.sort_by_key(|e| (e.line.unwrap_or(u32::MAX), e.key.clone()));
+    warnings.sort_by_key(|w| (std::cmp::Reverse(w.severity), w.line.unwrap_or(u32::MAX)));
+
+    let config = Mm2Config {
+        path: path.to_path_buf(),
+        clusters: clusters_cfg,
+        flows,
+        strait,
+        warnings: warnings.clone(),
+    };
+    Outcome {
+        config: Some(config),
+        errors,
+        warnings,
+    }
+}
+
+/// Every value with its `${provider:...}` references expanded, and the keys whose references
+/// could not be.
+struct Expansion {
+    raw: BTreeMap<String, RawEntry>,
+    /// Their raw text is not checked again.
+    unresolved: BTreeSet<String>,
+}
+
+/// Reads the providers declared in `props`, then expands every value with them.
+fn expand_values(
+    props: &properties::Properties,
+    env: &dyn ConfigEnv,
+    errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<ConfigWarning>,
+) -> Expansion {
     let lines: BTreeMap<&str, u32> = props
         .entries
         .iter()
@@ -244,34 +305,7 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
         };
         match expanded {
             Ok(x) => {
-                for r in &x.references {
-                    if providers.get(&r.provider).is_some_and(|p| !p.declared)
-                        && undeclared.insert(r.provider.clone())
-                    {
-                        warnings.push(ConfigWarning::new(
-                            Severity::Note,
-                            WarningKind::ProviderNotDeclared,
-                            Some(&e.key),
-                            Some(e.line),
-                            format!(
-                                "`${{{}:...}}` is resolved by strait; MirrorMaker needs config.providers={} and its class declared, or it keeps the text as it is",
-                                r.provider, r.provider
-                            ),
-                        ));
-                    } else if r.path.is_empty()
-                        && providers
-                            .get(&r.provider)
-                            .is_some_and(|p| p.declared && p.kind == providers::ProviderKind::File)
-                    {
-                        warnings.push(ConfigWarning::new(
-                            Severity::Note,
-                            WarningKind::ProviderNotDeclared,
-                            Some(&e.key),
-                            Some(e.line),
-                            "`${file:PATH}` (whole file) is a strait extension; MirrorMaker's FileConfigProvider needs `${file:PATH:KEY}`",
-                        ));
-                    }
-                }
+                provider_notes(e, &x, &providers, &mut undeclared, warnings);
                 raw.insert(
                     e.key.clone(),
                     RawEntry {
@@ -298,15 +332,59 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
             }
         }
     }
+    Expansion { raw, unresolved }
+}
 
-    let clusters = read_clusters(&raw, &mut errors, &mut warnings);
-    let aliases = Aliases::from_entries(
-        &clusters,
-        raw.iter()
-            .map(|(k, e)| (k.as_str(), e.value.as_str(), e.line)),
-    );
-    for (key, e) in &raw {
-        match validate::classify(key, &clusters) {
+/// Notes on the references of `e`: providers strait resolves that MirrorMaker would need
+/// declared (once per provider), and strait's whole-file extension.
+fn provider_notes(
+    e: &properties::Entry,
+    x: &providers::Expanded,
+    providers: &providers::Providers,
+    undeclared: &mut BTreeSet<String>,
+    warnings: &mut Vec<ConfigWarning>,
+) {
+    for r in &x.references {
+        if providers.get(&r.provider).is_some_and(|p| !p.declared)
+            && undeclared.insert(r.provider.clone())
+        {
+            warnings.push(ConfigWarning::new(
+                Severity::Note,
+                WarningKind::ProviderNotDeclared,
+                Some(&e.key),
+                Some(e.line),
+                format!(
+                    "`${{{}:...}}` is resolved by strait; MirrorMaker needs config.providers={} and its class declared, or it keeps the text as it is",
+                    r.provider, r.provider
+                ),
+            ));
+        } else if r.path.is_empty()
+            && providers
+                .get(&r.provider)
+                .is_some_and(|p| p.declared && p.kind == providers::ProviderKind::File)
+        {
+            warnings.push(ConfigWarning::new(
+                Severity::Note,
+                WarningKind::ProviderNotDeclared,
+                Some(&e.key),
+                Some(e.line),
+                "`${file:PATH}` (whole file) is a strait extension; MirrorMaker's FileConfigProvider needs `${file:PATH:KEY}`",
+            ));
+        }
+    }
+}
+
+/// Checks every key: its cluster aliases, its scope, and its value against the key tables.
+fn check_keys(
+    raw: &BTreeMap<String, RawEntry>,
+    clusters: &[String],
+    aliases: &Aliases,
+    unresolved: &BTreeSet<String>,
+    errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<ConfigWarning>,
+) {
+    for (key, e) in raw {
+        match validate::classify(key, clusters) {
             Classified::UnknownCluster {
                 alias,
                 suggestion,
@@ -340,40 +418,11 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
             Classified::Scoped(scope, rest) => match validate::lookup(&scope, &rest) {
                 Some(_) if unresolved.contains(key) => {}
                 Some(found) => {
-                    validate::check_value(key, e.line, &e.value, found, &mut errors, &mut warnings)
+                    validate::check_value(key, e.line, &e.value, found, errors, warnings)
                 }
-                None => errors.push(validate::unknown_key(key, e.line, &scope, &rest, &aliases)),
+                None => errors.push(validate::unknown_key(key, e.line, &scope, &rest, aliases)),
             },
         }
-    }
-
-    let mut resolver = Resolver::new(path_arc.clone(), &raw, clusters.clone());
-    let (clusters_cfg, flows) = resolver.resolve();
-    errors.append(&mut resolver.errors);
-    warnings.append(&mut resolver.warnings);
-    let strait = resolve::strait_settings(&path_arc, &raw);
-    traps::add_warnings(&raw, &clusters_cfg, &flows, &mut warnings);
-
-    dedup(&mut errors, |e| {
-        (e.kind, e.key.clone(), e.line, e.message.clone())
-    });
-    dedup(&mut warnings, |w| {
-        (w.kind, w.key.clone(), w.line, w.message.clone())
-    });
-    errors.sort_by_key(|e| (e.line.unwrap_or(u32::MAX), e.key.clone()));
-    warnings.sort_by_key(|w| (std::cmp::Reverse(w.severity), w.line.unwrap_or(u32::MAX)));
-
-    let config = Mm2Config {
-        path: path.to_path_buf(),
-        clusters: clusters_cfg,
-        flows,
-        strait,
-        warnings: warnings.clone(),
-    };
-    Outcome {
-        config: Some(config),
-        errors,
-        warnings,
     }
 }
 
