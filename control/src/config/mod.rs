@@ -484,8 +484,32 @@ fn file_level_findings(
     }
 }
 
+/// Whether `alias` may name a cluster: it goes into topic names.
+fn valid_alias(alias: &str) -> bool {
+    !alias.is_empty()
+        && !alias.contains("->")
+        && alias
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+fn invalid_alias(alias: &str, line: u32) -> ConfigError {
+    let hint = if alias.contains('#') {
+        " (`#` starts a comment only at the beginning of a line)"
+    } else {
+        ""
+    };
+    ConfigError::new(
+        ErrorKind::InvalidValue,
+        Some("clusters"),
+        Some(line),
+        format!(
+            "invalid cluster alias `{alias}`: aliases go into topic names, so they may hold only letters, digits, `.`, `_` and `-`{hint}"
+        ),
+    )
+}
+
 /// Reads and checks `clusters`.
-#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 fn read_clusters(
     raw: &BTreeMap<String, RawEntry>,
     errors: &mut Vec<ConfigError>,
@@ -505,25 +529,8 @@ fn read_clusters(
     };
     let mut out: Vec<String> = Vec::new();
     for alias in crate::mm2::filter::java_list(&e.value) {
-        let valid = !alias.is_empty()
-            && !alias.contains("->")
-            && alias
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-        if !valid {
-            let hint = if alias.contains('#') {
-                " (`#` starts a comment only at the beginning of a line)"
-            } else {
-                ""
-            };
-            errors.push(ConfigError::new(
-                ErrorKind::InvalidValue,
-                Some("clusters"),
-                Some(e.line),
-                format!(
-                    "invalid cluster alias `{alias}`: aliases go into topic names, so they may hold only letters, digits, `.`, `_` and `-`{hint}"
-                ),
-            ));
+        if !valid_alias(&alias) {
+            errors.push(invalid_alias(&alias, e.line));
             // Keep checking the other keys against the alias that was surely meant (the text
             // before a blank or `#`), so one typo does not bury the file in follow-up errors.
             let salvaged = alias
@@ -531,11 +538,7 @@ fn read_clusters(
                 .next()
                 .unwrap_or("")
                 .to_string();
-            let salvage_ok = !salvaged.is_empty()
-                && salvaged
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-            if salvage_ok && !out.contains(&salvaged) {
+            if valid_alias(&salvaged) && !out.contains(&salvaged) {
                 out.push(salvaged);
             }
             continue;
