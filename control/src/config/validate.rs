@@ -444,8 +444,29 @@ fn removed(rest: &str) -> Option<(&'static str, &'static str, &'static str)> {
         .map(|&(old, new, why)| (old, new, why))
 }
 
+/// A key read where it stands: its full text, line, scope and the rest after the scope.
+struct KeyAt<'a> {
+    key: &'a str,
+    line: u32,
+    rest: &'a str,
+    aliases: &'a Aliases<'a>,
+}
+
+impl KeyAt<'_> {
+    fn err(&self, kind: ErrorKind, msg: String, sugg: Option<String>) -> ConfigError {
+        ConfigError::new(kind, Some(self.key), Some(self.line), msg).suggest(sugg)
+    }
+}
+
+fn flow_key(s: &str, t: &str, r: &str) -> String {
+    format!("{s}->{t}.{r}")
+}
+
+fn is_top_only(r: &str) -> bool {
+    find_any(&[STRAIT_KEYS, MM2_TOP_KEYS], r).is_some() || r.starts_with("config.providers.")
+}
+
 /// The error for a key its scope does not read.
-#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 pub(crate) fn unknown_key(
     key: &str,
     line: u32,
@@ -453,12 +474,25 @@ pub(crate) fn unknown_key(
     rest: &str,
     aliases: &Aliases,
 ) -> ConfigError {
-    let err = |kind, msg: String, sugg: Option<String>| {
-        ConfigError::new(kind, Some(key), Some(line), msg).suggest(sugg)
+    let k = KeyAt {
+        key,
+        line,
+        rest,
+        aliases,
     };
-    let (src, tgt) = aliases.first_flow();
-    let flow_key = |s: &str, t: &str, r: &str| format!("{s}->{t}.{r}");
+    let misplaced = match scope {
+        Scope::Top => misplaced_at_top(&k),
+        Scope::Cluster(a) => misplaced_under_cluster(&k, a),
+        Scope::Flow(s, t) => misplaced_in_flow(&k, s, t),
+    };
+    removed_key(&k, scope)
+        .or(misplaced)
+        .unwrap_or_else(|| closest_key(&k, scope))
+}
 
+/// A key MirrorMaker renamed or removed, with its replacement.
+fn removed_key(k: &KeyAt<'_>, scope: &Scope) -> Option<ConfigError> {
+    let (rest, aliases) = (k.rest, k.aliases);
     if let Some((old, new, why)) = removed(rest) {
         let replaced = rest.replacen(old, new, 1);
         let sugg = match scope {
@@ -473,119 +507,131 @@ pub(crate) fn unknown_key(
             }
             Scope::Flow(s, t) => flow_key(s, t, &replaced),
         };
-        return err(
+        return Some(k.err(
             ErrorKind::RemovedKey,
             format!("`{old}` was {why}; use `{new}`"),
             Some(sugg),
-        );
+        ));
     }
 
-    let is_top_only = |r: &str| {
-        find_any(&[STRAIT_KEYS, MM2_TOP_KEYS], r).is_some() || r.starts_with("config.providers.")
-    };
-    match scope {
-        Scope::Top => {
-            if lookup_flow(rest).is_some() {
-                let is_override = ClientKind::ALL
-                    .iter()
-                    .any(|k| rest.starts_with(&format!("{}.override.", k.prefix())));
-                let (kind_msg, sugg) = if let Some(k) = ClientKind::ALL
-                    .iter()
-                    .find(|k| rest.starts_with(&format!("{}.", k.prefix())))
-                    .filter(|_| !is_override)
-                {
-                    let alias = if *k == ClientKind::Producer {
-                        &tgt
-                    } else {
-                        &src
-                    };
-                    (
-                        "client settings need a cluster alias (or a flow) in front".to_string(),
-                        format!("{alias}.{rest}"),
-                    )
-                } else {
-                    (
-                        "this key is only read per replication flow; at top level MirrorMaker ignores it".to_string(),
-                        flow_key(&src, &tgt, rest),
-                    )
-                };
-                return err(ErrorKind::MisplacedKey, kind_msg, Some(sugg));
-            }
-            if lookup_cluster(rest).is_some() {
-                return err(
-                    ErrorKind::MisplacedKey,
-                    "a Connect worker setting: MirrorMaker reads it per target cluster, not at top level".to_string(),
-                    Some(format!("{tgt}.{rest}")),
-                );
-            }
-        }
-        Scope::Cluster(a) => {
-            if lookup_flow(rest).is_some() {
-                // Connector-level client overrides act on the worker of flows into `a`.
-                let (s, t) = if rest.starts_with("producer.override.") {
-                    aliases.flow_to(a)
-                } else {
-                    aliases.flow_from(a)
-                };
-                return err(
-                    ErrorKind::MisplacedKey,
-                    format!(
-                        "`{rest}` is a replication-flow setting; under a cluster alias MirrorMaker ignores it"
-                    ),
-                    Some(flow_key(&s, &t, rest)),
-                );
-            }
-            if is_top_only(rest) || lookup_top(rest).is_some() {
-                return err(
-                    ErrorKind::MisplacedKey,
-                    format!(
-                        "`{rest}` is a top-level setting; under a cluster alias it has no effect"
-                    ),
-                    Some(rest.to_string()),
-                );
-            }
-        }
-        Scope::Flow(s, t) => {
-            if let Some(Found::Def(d)) = lookup_cluster(rest) {
-                let on_source = keys::find(CONNECTION_KEYS, d.name).is_some()
-                    || ClientKind::ALL
-                        .iter()
-                        .any(|k| rest.starts_with(&format!("{}.", k.prefix())));
-                let alias = if on_source { s } else { t };
-                let why = if on_source {
-                    "connection settings belong to a cluster; per flow MirrorMaker ignores them"
-                } else {
-                    "a Connect worker setting: MirrorMaker reads it per target cluster, not per flow"
-                };
-                return err(
-                    ErrorKind::MisplacedKey,
-                    why.to_string(),
-                    Some(format!("{alias}.{rest}")),
-                );
-            }
-            if is_top_only(rest) {
-                return err(
-                    ErrorKind::MisplacedKey,
-                    format!("`{rest}` is a top-level setting; per flow it has no effect"),
-                    Some(rest.to_string()),
-                );
-            }
-            if let Some(sub) = rest
-                .strip_prefix("source.cluster.")
-                .or_else(|| rest.strip_prefix("target.cluster."))
-            {
-                return err(
-                    ErrorKind::MisplacedKey,
-                    format!(
-                        "only connection settings are read from `source.cluster.*`/`target.cluster.*`; `{sub}` has no effect there"
-                    ),
-                    None,
-                );
-            }
-        }
-    }
+    None
+}
 
-    // Fuzzy matches: the key's own scope first, then the others.
+/// A flow or cluster key at top level.
+fn misplaced_at_top(k: &KeyAt<'_>) -> Option<ConfigError> {
+    let rest = k.rest;
+    let (src, tgt) = k.aliases.first_flow();
+    if lookup_flow(rest).is_some() {
+        let is_override = ClientKind::ALL
+            .iter()
+            .any(|k| rest.starts_with(&format!("{}.override.", k.prefix())));
+        let (kind_msg, sugg) = if let Some(k) = ClientKind::ALL
+            .iter()
+            .find(|k| rest.starts_with(&format!("{}.", k.prefix())))
+            .filter(|_| !is_override)
+        {
+            let alias = if *k == ClientKind::Producer {
+                &tgt
+            } else {
+                &src
+            };
+            (
+                "client settings need a cluster alias (or a flow) in front".to_string(),
+                format!("{alias}.{rest}"),
+            )
+        } else {
+            (
+                "this key is only read per replication flow; at top level MirrorMaker ignores it"
+                    .to_string(),
+                flow_key(&src, &tgt, rest),
+            )
+        };
+        return Some(k.err(ErrorKind::MisplacedKey, kind_msg, Some(sugg)));
+    }
+    if lookup_cluster(rest).is_some() {
+        return Some(k.err(
+            ErrorKind::MisplacedKey,
+            "a Connect worker setting: MirrorMaker reads it per target cluster, not at top level".to_string(),
+            Some(format!("{tgt}.{rest}")),
+        ));
+    }
+    None
+}
+
+/// A flow or top-level key under cluster alias `a`.
+fn misplaced_under_cluster(k: &KeyAt<'_>, a: &str) -> Option<ConfigError> {
+    let (rest, aliases) = (k.rest, k.aliases);
+    if lookup_flow(rest).is_some() {
+        // Connector-level client overrides act on the worker of flows into `a`.
+        let (s, t) = if rest.starts_with("producer.override.") {
+            aliases.flow_to(a)
+        } else {
+            aliases.flow_from(a)
+        };
+        return Some(k.err(
+            ErrorKind::MisplacedKey,
+            format!(
+                "`{rest}` is a replication-flow setting; under a cluster alias MirrorMaker ignores it"
+            ),
+            Some(flow_key(&s, &t, rest)),
+        ));
+    }
+    if is_top_only(rest) || lookup_top(rest).is_some() {
+        return Some(k.err(
+            ErrorKind::MisplacedKey,
+            format!("`{rest}` is a top-level setting; under a cluster alias it has no effect"),
+            Some(rest.to_string()),
+        ));
+    }
+    None
+}
+
+/// A cluster or top-level key in flow `s->t`.
+fn misplaced_in_flow(k: &KeyAt<'_>, s: &str, t: &str) -> Option<ConfigError> {
+    let rest = k.rest;
+    if let Some(Found::Def(d)) = lookup_cluster(rest) {
+        let on_source = keys::find(CONNECTION_KEYS, d.name).is_some()
+            || ClientKind::ALL
+                .iter()
+                .any(|k| rest.starts_with(&format!("{}.", k.prefix())));
+        let alias = if on_source { s } else { t };
+        let why = if on_source {
+            "connection settings belong to a cluster; per flow MirrorMaker ignores them"
+        } else {
+            "a Connect worker setting: MirrorMaker reads it per target cluster, not per flow"
+        };
+        return Some(k.err(
+            ErrorKind::MisplacedKey,
+            why.to_string(),
+            Some(format!("{alias}.{rest}")),
+        ));
+    }
+    if is_top_only(rest) {
+        return Some(k.err(
+            ErrorKind::MisplacedKey,
+            format!("`{rest}` is a top-level setting; per flow it has no effect"),
+            Some(rest.to_string()),
+        ));
+    }
+    if let Some(sub) = rest
+        .strip_prefix("source.cluster.")
+        .or_else(|| rest.strip_prefix("target.cluster."))
+    {
+        return Some(k.err(
+            ErrorKind::MisplacedKey,
+            format!(
+                "only connection settings are read from `source.cluster.*`/`target.cluster.*`; `{sub}` has no effect there"
+            ),
+            None,
+        ));
+    }
+    None
+}
+
+/// An unknown key: the closest known one, in its own scope first, then in the others.
+fn closest_key(k: &KeyAt<'_>, scope: &Scope) -> ConfigError {
+    let (rest, aliases) = (k.rest, k.aliases);
+    let (src, tgt) = aliases.first_flow();
     let own: &[String] = match scope {
         Scope::Top => &TOP_CANDIDATES,
         Scope::Cluster(_) => &CLUSTER_CANDIDATES,
@@ -626,7 +672,7 @@ pub(crate) fn unknown_key(
         Some((_, _, false)) => "unknown key in this scope".to_string(),
         _ => "unknown key".to_string(),
     };
-    err(ErrorKind::UnknownKey, msg, best.map(|(_, s, _)| s))
+    k.err(ErrorKind::UnknownKey, msg, best.map(|(_, s, _)| s))
 }
 
 /// Checks a value against its key's definition and what strait supports.
