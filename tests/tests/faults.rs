@@ -383,10 +383,11 @@ fn sigterm_during_target_outage() {
         took.as_secs_f64()
     );
     fault.heal();
-    // The bar: the control loop honours SIGTERM at once, the shards get 8 s and the final
-    // writes 10 s (control/src/run/stop.rs), plus slack for this shared machine.
+    // The bar: the control loop honours SIGTERM at once, the shards get 6 s, the final writes
+    // 10 s (control/src/run/stop.rs) and LeaveGroup 3 s (run/group.rs): 19 s, plus slack for
+    // this shared machine.
     assert!(
-        code.is_some() && took < Duration::from_secs(30),
+        code.is_some() && took < Duration::from_secs(24),
         "strait must exit within 10 s plus the bounded flush after SIGTERM during a target \
          outage: exit {code:?} after {:.1} s",
         took.as_secs_f64()
