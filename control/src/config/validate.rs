@@ -676,7 +676,6 @@ fn closest_key(k: &KeyAt<'_>, scope: &Scope) -> ConfigError {
 }
 
 /// Checks a value against its key's definition and what strait supports.
-#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 pub(crate) fn check_value(
     key: &str,
     line: u32,
@@ -713,11 +712,51 @@ pub(crate) fn check_value(
             return;
         }
     }
+    let is_list = def.is_some_and(|d| matches!(d.ty, keys::Ty::List | keys::Ty::Patterns));
+    let what = Checked {
+        key,
+        line,
+        value,
+        shown: &shown(value),
+    };
+    check_support(
+        &what,
+        support,
+        def.map(|d| d.name),
+        is_list,
+        errors,
+        warnings,
+    );
+    if !secret {
+        inline_comment(&what, warnings);
+    }
+}
+
+/// A value being checked: its key, line, text and the text to quote in messages (empty for
+/// secrets).
+struct Checked<'a> {
+    key: &'a str,
+    line: u32,
+    value: &'a str,
+    shown: &'a str,
+}
+
+/// What strait does with the key (`support`; `name` is its definition's, `is_list` whether
+/// it takes a list): notes for ignored keys, errors for values strait does not support.
+fn check_support(
+    c: &Checked<'_>,
+    support: Support,
+    name: Option<&str>,
+    is_list: bool,
+    errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<ConfigWarning>,
+) {
+    let (key, line, value, shown) = (c.key, c.line, c.value, c.shown);
     let trimmed = java_trim(value);
     match support {
         Support::Used => {}
         Support::Ignored(why) => {
-            if def.map(|d| d.name) == Some("tasks.max") {
+            if name == Some("tasks.max") {
                 warnings.push(ConfigWarning::new(
                     Severity::Warning,
                     WarningKind::TasksMax,
@@ -738,14 +777,13 @@ pub(crate) fn check_value(
         Support::OnlyValues(allowed, why) => {
             let ok = trimmed.is_empty()
                 || allowed.contains(&trimmed)
-                || (def.is_some_and(|d| matches!(d.ty, keys::Ty::List | keys::Ty::Patterns))
-                    && java_list(value).iter().all(|e| e.is_empty()));
+                || (is_list && java_list(value).iter().all(|e| e.is_empty()));
             if !ok {
                 errors.push(ConfigError::new(
                     ErrorKind::Unsupported,
                     Some(key),
                     Some(line),
-                    format!("value{} is not supported: {why}", shown(value)),
+                    format!("value{} is not supported: {why}", shown),
                 ));
             }
         }
@@ -768,7 +806,12 @@ pub(crate) fn check_value(
             ));
         }
     }
-    if !secret && (value.contains(" #") || value.contains("\t#")) {
+}
+
+/// A `#` inside a value: a comment only at the beginning of a line.
+fn inline_comment(c: &Checked<'_>, warnings: &mut Vec<ConfigWarning>) {
+    let (key, line, value) = (c.key, c.line, c.value);
+    if value.contains(" #") || value.contains("\t#") {
         warnings.push(ConfigWarning::new(
             Severity::Warning,
             WarningKind::InlineComment,
