@@ -9,6 +9,9 @@
 //!    queues the rest: as they are (fast path) or rebuilt (slow path).
 //! 2. [`Partition::poll_send`] hands out the next batch with this shard's producer id, epoch and
 //!    the partition's next sequence number, at most `max_in_flight_per_partition` at a time.
+//!    Small batches that queued up behind a full window are merged first, up to `batch.size`
+//!    (`Partition::coalesce_front`): a partition that is behind pays one round trip per
+//!    `batch.size`, not one per source batch.
 //! 3. [`Partition::handle_produced`] records the outcome. Acknowledged batches leave the window
 //!    in sequence order, moving progress and producing mapping segments. A retriable failure
 //!    marks the batch for resending with the *same* sequence number (the broker deduplicates),
