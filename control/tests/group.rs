@@ -524,9 +524,11 @@ fn a_member_stopped_past_its_session_is_fenced_writes_nothing_stale_and_rejoins(
         "{log}"
     );
     let dups = finish_production(&mut producer, &topic, &all);
-    // What its shards had fetched when frozen is produced after SIGCONT, before the control
-    // loop revokes it: duplicates (a few seconds of production at most), never a loss.
-    assert!(dups <= 3_000, "{dups} duplicates");
+    // Its shards hold a lease (the local session deadline) and send nothing past it, so
+    // after SIGCONT they write nothing of what they fetched before the freeze (without the
+    // lease: 2 009 and 2 926 duplicates in two runs, the whole frozen stretch of its
+    // partitions). What remains is what was in flight at the freeze.
+    assert!(dups <= 1_000, "{dups} duplicates");
     eprintln!("SIGSTOP past the session: {dups} duplicates");
     stop_all(members);
 }

@@ -161,6 +161,8 @@ pub struct GroupLink {
     window: (u64, Instant),
     /// The agent's options and client until [`GroupLink::join`] starts it.
     pending: Option<(GroupOptions, Cluster)>,
+    /// The lease every shard has ([`ShardCommand::Lease`]), once sent to all.
+    lease_sent: Option<Instant>,
 }
 
 impl GroupLink {
@@ -205,6 +207,7 @@ impl GroupLink {
             last_report: None,
             window: (0, now),
             pending: Some((opts, cluster)),
+            lease_sent: None,
         })
     }
 
@@ -345,6 +348,7 @@ impl GroupLink {
         if let Some(why) = fatal {
             return Err(RunError::Group { why });
         }
+        self.send_lease(live_until, shards, now);
         // A fencing and the assignment of the generation joined after it, seen in one turn:
         // the fencing applies to what was held before, so it goes first (the other way round
         // it stopped the new assignment too, and nothing restarted it).
@@ -382,6 +386,32 @@ impl GroupLink {
             self.report(flows, parts, stats, now);
         }
         Ok(restart)
+    }
+
+    /// Gives the shards the local session deadline as their lease: a shard sends no Produce
+    /// past it, by itself, even when the control loop is late to revoke (a process frozen by
+    /// SIGSTOP wakes up with every thread at once; the shards would otherwise copy what they
+    /// fetched before the control loop notices the lapse). Not a member (`None`): the lease
+    /// ends now. A full command channel is tried again next turn.
+    fn send_lease(&mut self, live_until: Option<Instant>, shards: &[ShardHandle], now: Instant) {
+        let lease = match (live_until, self.lease_sent) {
+            (Some(t), _) => t,
+            (None, Some(sent)) if sent <= now => return, // ended already
+            (None, _) => now,
+        };
+        if self.lease_sent == Some(lease) {
+            return;
+        }
+        let all = shards.iter().all(|s| {
+            s.commands
+                .try_send(ShardCommand::Lease {
+                    produce_until: lease,
+                })
+                .is_ok()
+        });
+        if all {
+            self.lease_sent = Some(lease);
+        }
     }
 
     /// After a lapse (`lapsed`) or a fencing: stops every partition at once, writes no progress

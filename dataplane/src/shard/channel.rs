@@ -286,6 +286,15 @@ pub enum ShardCommand {
     },
     /// The target topic's `max.message.bytes` changed.
     SetMaxMessageBytes(PartitionKey, usize),
+    /// A member of a group of instances may send Produce requests only before
+    /// `produce_until`, its local session deadline: past it, the coordinator may already have
+    /// given its partitions to others, and a shard woken from a freeze (SIGSTOP, a long pause)
+    /// must not write what it fetched before it. From then on nothing is sent (what is on
+    /// the wire finishes), and a revoked partition counts as drained once nothing of it is on
+    /// the wire. A later lease lifts the hold. Without any (no group) there is no limit.
+    Lease {
+        produce_until: Instant,
+    },
     /// Finish in-flight work, report final progress and stop.
     Shutdown,
 }

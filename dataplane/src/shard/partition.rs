@@ -417,10 +417,15 @@ impl Partition {
     /// (a failed partition: whether none is still on the wire).
     pub fn is_quiet(&self) -> bool {
         if matches!(self.status, Status::Failed(_)) {
-            !self.window.iter().any(|o| o.state == BatchState::Sent)
+            self.nothing_on_wire()
         } else {
             self.window.is_empty()
         }
+    }
+
+    /// Whether no batch of this partition awaits an answer.
+    pub fn nothing_on_wire(&self) -> bool {
+        !self.window.iter().any(|o| o.state == BatchState::Sent)
     }
 
     /// Restarts from `offset` (operator seek, or the opt-in reset), the seek numbered
@@ -868,6 +873,15 @@ impl Partition {
         }
     }
 
+    /// Forgets the producer (a new one is to be fetched), only while nothing is numbered.
+    pub fn clear_producer(&mut self) {
+        if self.window.is_empty() {
+            self.producer = None;
+            self.next_seq = 0;
+            self.established = false;
+        }
+    }
+
     /// The producer and next sequence number this partition writes its target partition with.
     ///
     /// A partition that stopped with batches unacknowledged (failed, or a shutdown that timed
@@ -966,12 +980,23 @@ impl Partition {
         now: Instant,
         stats: &mut ShardStats,
     ) -> Option<(i32, PartitionBatch)> {
+        self.poll_send_within(now, usize::MAX, stats)
+    }
+
+    /// [`Partition::poll_send`], merging small batches into one of at most `merge_room` bytes
+    /// (what the shard's memory budget has left).
+    pub fn poll_send_within(
+        &mut self,
+        now: Instant,
+        merge_room: usize,
+        stats: &mut ShardStats,
+    ) -> Option<(i32, PartitionBatch)> {
         let target = self.next_sendable(now)?;
         let ProducerIdentity { id: pid, epoch } = self.producer?;
         let idx = match target {
             Target::Window(i) => i,
             Target::Queue => {
-                self.coalesce_front(stats);
+                self.coalesce_front(merge_room, stats);
                 let mut o = self.queue.pop_front()?;
                 o.seq = Some(self.next_seq);
                 self.next_seq = increment_sequence(self.next_seq, o.records);
@@ -1006,8 +1031,12 @@ impl Partition {
     /// as it came, and only one that is behind pays for decoding and re-encoding. Whatever
     /// cannot be merged (another codec, a corrupt batch, a result over the limit) goes as it
     /// is: merging never changes what is copied, only how many produce requests carry it.
-    fn coalesce_front(&mut self, stats: &mut ShardStats) {
-        let limit = self.produce.batch_bytes.min(self.max_message_bytes);
+    fn coalesce_front(&mut self, merge_room: usize, stats: &mut ShardStats) {
+        let limit = self
+            .produce
+            .batch_bytes
+            .min(self.max_message_bytes)
+            .min(merge_room);
         let Some(codec) = self.queue.front().map(|o| o.batch.compression()) else {
             return;
         };
@@ -1531,6 +1560,36 @@ mod tests {
             .map(|m| (m.upstream, m.downstream, m.count))
             .collect();
         assert_eq!(segs, vec![(0, 100, 5), (6, 105, 5)]);
+    }
+
+    #[test]
+    fn batches_are_merged_only_within_the_room_the_budget_has_left() {
+        let mut p = part(0);
+        p.produce.batch_bytes = 16 * 1024;
+        let mut st = ShardStats::default();
+        let (budget, t) = ticket();
+        let parts = [
+            batch(0, 1, Compression::None),
+            batch(1, 1, Compression::None),
+        ];
+        let rs = set(&parts);
+        p.fetch_started();
+        p.handle_fetch(fetched(rs, 2), &t, now0(), &mut st).unwrap();
+        let now = Instant::now();
+        // No room: the first batch goes alone, and no new memory is taken.
+        let (s0, b0) = p.poll_send_within(now, 0, &mut st).unwrap();
+        assert_eq!(st.merges, 0);
+        assert_eq!(b0.head.len() + b0.payload.len(), parts[0].len());
+        assert_eq!(budget.get(), 1000);
+        p.handle_produced(
+            s0,
+            ProduceOutcome::Appended { base_offset: 0 },
+            now,
+            &mut st,
+        )
+        .unwrap();
+        let (s1, _) = p.poll_send_within(now, 0, &mut st).unwrap();
+        assert_eq!((s0, s1, st.merges), (0, 1, 0));
     }
 
     #[test]

@@ -101,8 +101,11 @@ impl ShardCore {
                 continue;
             };
             let used = self.in_use.get() + self.fetches.reserved;
+            // The response frame is larger than the records it carries: reserve that too, so
+            // that what the frame holds stays within the budget.
+            let overhead = response_overhead(plan.keys.len());
             let Some(max_bytes) = fetch_room(
-                self.cfg.memory_budget_bytes,
+                self.cfg.memory_budget_bytes.saturating_sub(overhead),
                 used,
                 settings,
                 plan.keys.len(),
@@ -165,6 +168,7 @@ impl ShardCore {
         max_bytes: usize,
         now: Instant,
     ) {
+        let reserve = max_bytes + response_overhead(keys.len());
         for k in &keys {
             if let Some(o) = self.parts.get_mut(k) {
                 o.p.clear_source_stall(StallReason::MemoryBudget);
@@ -183,13 +187,13 @@ impl ShardCore {
         self.stats.fetch_requests += 1;
         self.fetches.busy.insert(group, id);
         self.fetches.sent_at.insert(group, now);
-        self.fetches.reserved += max_bytes;
+        self.fetches.reserved += reserve;
         self.fetches.in_flight.insert(
             id,
             FetchInFlight {
                 group,
                 generation,
-                reserved: max_bytes,
+                reserved: reserve,
                 sent: keys,
                 answer_due: now
                     + Duration::from_millis(u64::try_from(settings.max_wait_ms).unwrap_or(0))
@@ -277,7 +281,7 @@ impl ShardCore {
         match result {
             Ok(frame) => {
                 self.broker_answered(f.group.broker, now);
-                self.on_fetch_response(f.group, frame, now);
+                self.on_fetch_response(f.group, &f.sent, frame, now);
             }
             Err(e @ WireError::UnsupportedVersion { .. }) => {
                 self.fail_keys(&f.sent, FailureKind::Other, &e.to_string());
@@ -356,8 +360,25 @@ impl ShardCore {
             .next()
     }
 
-    fn on_fetch_response(&mut self, group: FetchGroup, frame: FetchedFrame, now: Instant) {
+    /// Forgets `key` in the fetches in flight: it was assigned again or moved by a seek, so
+    /// what they return for it is from the position before. Checking the offset alone is not
+    /// enough: the new position's own fetch may be in flight too (to another leader), and the
+    /// old answer would be taken for it, skipping or repeating records.
+    pub(super) fn forget_fetched(&mut self, key: &PartitionKey) {
+        for f in self.fetches.in_flight.values_mut() {
+            f.sent.retain(|k| k != key);
+        }
+    }
+
+    fn on_fetch_response(
+        &mut self,
+        group: FetchGroup,
+        sent: &[PartitionKey],
+        frame: FetchedFrame,
+        now: Instant,
+    ) {
         self.stats.fetch_bytes += frame.frame_bytes as u64;
+        let sent: std::collections::HashSet<&PartitionKey> = sent.iter().collect();
         let ticket = FrameTicket::new(frame.frame_bytes, &self.in_use);
         let resp = frame.response;
         if resp.error_code != 0 {
@@ -374,6 +395,9 @@ impl ShardCore {
                     topic: topic.clone(),
                     partition: pd.partition_index,
                 };
+                if !sent.contains(&pk) {
+                    continue;
+                }
                 let Some(o) = self.parts.get_mut(&pk) else {
                     continue;
                 };
@@ -438,6 +462,13 @@ pub(super) fn defer_idle_fetch(
 /// another group waits (it did, with a 48 MiB budget and a 50 MiB `fetch.max.bytes`). A fetch
 /// goes out once a whole partition's worth fits (or the whole budget, when one partition's worth
 /// is larger than the budget: a shard must not wait for room it can never have).
+/// A bound of what a Fetch response frame carries besides record batches, for `partitions`
+/// partitions: the response and topic headers, and each partition's fixed fields (a few
+/// aborted transactions included).
+pub(super) fn response_overhead(partitions: usize) -> usize {
+    256 + 128 * partitions
+}
+
 pub(super) fn fetch_room(
     budget_bytes: usize,
     used_bytes: usize,

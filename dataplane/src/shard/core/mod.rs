@@ -158,6 +158,8 @@ pub struct ShardCore {
     report: Option<ShardEvent>,
     next_report: Instant,
     shutdown_since: Option<Instant>,
+    /// The group member's lease ([`ShardCommand::Lease`]): no Produce is sent from then on.
+    produce_until: Option<Instant>,
     stopped: bool,
     /// For record timing (see [`ShardCore::set_wall_clock`]).
     wall: Option<super::timing::WallClock>,
@@ -187,6 +189,7 @@ impl ShardCore {
             outbox: VecDeque::new(),
             report: None,
             shutdown_since: None,
+            produce_until: None,
             stopped: false,
             wall: None,
         }
@@ -331,6 +334,7 @@ impl ShardCore {
                 offset,
                 generation,
             } => {
+                self.forget_fetched(&key);
                 if let Some(o) = self.parts.get_mut(&key) {
                     o.p.seek(offset, generation);
                     o.unreported_failure = false;
@@ -340,6 +344,12 @@ impl ShardCore {
                 if let Some(p) = part(self, &key) {
                     p.set_max_message_bytes(v);
                 }
+            }
+            ShardCommand::Lease { produce_until } => {
+                if self.lease_ended(now) && now < produce_until {
+                    self.forget_producers();
+                }
+                self.produce_until = Some(produce_until);
             }
             ShardCommand::Shutdown => {
                 self.shutdown_since = Some(now);
@@ -356,6 +366,7 @@ impl ShardCore {
         if let Some(old) = self.parts.remove(&a.key) {
             self.keep_sequence(&old);
         }
+        self.forget_fetched(&a.key);
         let mut p = Partition::new(
             a.key.clone(),
             a.target_topic.clone(),
@@ -423,13 +434,13 @@ impl ShardCore {
         self.expire_producer_ids(now);
         self.check_delivery_timeouts(now);
         self.report_failures();
-        self.finish_revocations();
+        self.finish_revocations(now);
         if now >= self.next_report {
             self.next_report = now + Duration::from_millis(self.cfg.report_interval_ms);
             self.report = Some(self.build_report());
         }
         if let Some(since) = self.shutdown_since {
-            let quiet = self.parts.values().all(|o| o.p.is_quiet());
+            let quiet = self.parts.values().all(|o| self.is_quiet(o, now));
             let timeout = Duration::from_millis(self.cfg.shutdown_timeout_ms);
             if quiet || now.saturating_duration_since(since) > timeout {
                 let report = self.build_report();
@@ -499,12 +510,37 @@ impl ShardCore {
         }
     }
 
+    /// Whether the lease of a group member has ended ([`ShardCommand::Lease`]).
+    pub(crate) fn lease_ended(&self, now: Instant) -> bool {
+        self.produce_until.is_some_and(|t| now >= t)
+    }
+
+    /// A lease after one that ended: what this shard's producers wrote while their fate was
+    /// unknown (revoked at the lapse with batches unanswered) cannot be resent with the same
+    /// sequence numbers (refetched batches may be merged differently, and the broker refuses a
+    /// sequence it has seen with other bounds), so every partition with nothing numbered takes
+    /// a new producer id; one still holding numbered batches resends them as they are and
+    /// switches once they are answered.
+    fn forget_producers(&mut self) {
+        self.producers.clear();
+        self.sequences.clear();
+        for o in self.parts.values_mut() {
+            o.p.clear_producer();
+        }
+    }
+
+    /// Whether a draining partition is done: every batch it numbered is answered, or, once
+    /// the lease has ended (nothing more may be sent), none is on the wire.
+    fn is_quiet(&self, o: &Owned, now: Instant) -> bool {
+        o.p.is_quiet() || (self.lease_ended(now) && o.p.nothing_on_wire())
+    }
+
     /// Reports drained revoked partitions and forgets them (while the event queue has room).
-    fn finish_revocations(&mut self) {
+    fn finish_revocations(&mut self, now: Instant) {
         let done: Vec<PartitionKey> = self
             .parts
             .iter()
-            .filter(|(_, o)| o.revoking && o.p.is_quiet())
+            .filter(|(_, o)| o.revoking && self.is_quiet(o, now))
             .map(|(k, _)| k.clone())
             .collect();
         for key in done {

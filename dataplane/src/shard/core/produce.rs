@@ -240,6 +240,9 @@ impl ShardCore {
 
     /// Builds Produce requests for every (target broker, flow) with batches ready.
     pub(super) fn plan_produces(&mut self, now: Instant) {
+        if self.lease_ended(now) {
+            return;
+        }
         let mut groups: BTreeMap<(BrokerId, FlowId), Vec<PartitionKey>> = BTreeMap::new();
         for (k, o) in &self.parts {
             if let Some(b) = o.target_leader
@@ -304,7 +307,13 @@ impl ShardCore {
                 break;
             }
             ready.pop_front();
-            let Some((seq, pb)) = o.p.poll_send(now, &mut self.stats) else {
+            // A merged batch is new memory while the frames of its inputs may still be held
+            // by later batches: merge only within what the budget has left.
+            let merge_room = self
+                .cfg
+                .memory_budget_bytes
+                .saturating_sub(self.in_use.get() + self.fetches.reserved);
+            let Some((seq, pb)) = o.p.poll_send_within(now, merge_room, &mut self.stats) else {
                 continue;
             };
             tracing::trace!(shard = self.cfg.index, partition = %k, seq, "batch into request");

@@ -4,7 +4,8 @@
 //! seeded schedule interleaves requests, answers (in any order), the passing of time and
 //! faults: dropped connections, slow and black-holed brokers, brokers down, leader moves and
 //! elections, NOT_ENOUGH_REPLICAS (before and after the append), answers lost after the broker
-//! wrote, reassignment of a partition inside the shard, pauses, a full control channel.
+//! wrote, reassignment of a partition inside the shard, pauses, a full control channel, a lapsed group
+//! session (the lease ends, every partition is revoked; no Produce may follow).
 //!
 //! After every step it checks: the target log of every partition holds the source records in
 //! source order, each once, with no gap (the fake broker refuses a sequence gap); every
@@ -101,7 +102,10 @@ fn thousands_of_seeded_fault_schedules_lose_reorder_and_duplicate_nothing() {
         stats.produce_retries > 0 && stats.reconnects > 0 && stats.timeouts > 0,
         "{stats}"
     );
-    assert!(stats.stalls_seen > 0 && stats.reassignments > 0, "{stats}");
+    assert!(
+        stats.stalls_seen > 0 && stats.reassignments > 0 && stats.lapses > 0,
+        "{stats}"
+    );
 }
 
 #[test]

@@ -196,6 +196,7 @@ pub struct Outcome {
     pub steps: usize,
     faults: u64,
     reassignments: u64,
+    lapses: u64,
     stalls_seen: u64,
     produce_retries: u64,
     reconnects: u64,
@@ -207,6 +208,7 @@ pub struct Outcome {
 pub struct Totals {
     pub faults: u64,
     pub reassignments: u64,
+    pub lapses: u64,
     pub stalls_seen: u64,
     pub produce_retries: u64,
     pub reconnects: u64,
@@ -217,6 +219,7 @@ impl Totals {
     pub fn merge(&mut self, o: &Totals) {
         self.faults += o.faults;
         self.reassignments += o.reassignments;
+        self.lapses += o.lapses;
         self.stalls_seen += o.stalls_seen;
         self.produce_retries += o.produce_retries;
         self.reconnects += o.reconnects;
@@ -226,6 +229,7 @@ impl Totals {
     pub fn add(&mut self, o: &Outcome) {
         self.faults += o.faults;
         self.reassignments += o.reassignments;
+        self.lapses += o.lapses;
         self.stalls_seen += o.stalls_seen;
         self.produce_retries += o.produce_retries;
         self.reconnects += o.reconnects;
@@ -237,9 +241,10 @@ impl fmt::Display for Totals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} faults, {} reassignments, {} stalled reports, {} produce retries, {} reconnects, {} request timeouts",
+            "{} faults, {} reassignments, {} lapses, {} stalled reports, {} produce retries, {} reconnects, {} request timeouts",
             self.faults,
             self.reassignments,
+            self.lapses,
             self.stalls_seen,
             self.produce_retries,
             self.reconnects,
@@ -267,6 +272,9 @@ pub struct World {
     ready: Vec<Ready>,
     views: Vec<PartView>,
     refuse_next_report: bool,
+    /// While the shard's lease has ended (a group member's session lapsed): renewed at this
+    /// time once every partition has been revoked and assigned again.
+    lapsed_until: Option<Instant>,
     next_pid: i64,
     trace: VecDeque<String>,
     /// Whether to keep the trace: off for the bulk run (a failing seed runs again with it).
@@ -329,6 +337,7 @@ impl World {
             ready: Vec::new(),
             views: vec![PartView::default(); PARTITIONS],
             refuse_next_report: false,
+            lapsed_until: None,
             next_pid: 1_000,
             trace: VecDeque::new(),
             tracing,
@@ -545,6 +554,18 @@ impl World {
 
     fn advance(&mut self, d: Duration) {
         self.now += d;
+        if self.lapsed_until.is_some_and(|t| self.now >= t)
+            && self.views.iter().all(|v| !v.revoking)
+        {
+            self.lapsed_until = None;
+            self.core.handle_command(
+                ShardCommand::Lease {
+                    produce_until: self.now + Duration::from_secs(3_600),
+                },
+                self.now,
+            );
+            self.log(|| "lease renewed".to_string());
+        }
         for p in 0..PARTITIONS {
             if self.views[p].paused_until.is_some_and(|t| self.now >= t) {
                 self.views[p].paused_until = None;
@@ -608,6 +629,9 @@ impl World {
                     broker,
                     request,
                 } => {
+                    if self.lapsed_until.is_some() {
+                        self.fail(format!("produce {id:?} sent after the lease ended"));
+                    }
                     self.log(|| format!("send produce {id:?} on {broker:?}: {}", seqs(&request)));
                     self.send(broker, id, Req::Produce(request));
                 }
@@ -1048,7 +1072,7 @@ impl World {
 
     fn fault(&mut self) {
         self.out.faults += 1;
-        let kind = self.pick(12);
+        let kind = self.pick(13);
         if kind < 6 {
             self.broker_fault(kind);
         } else {
@@ -1148,11 +1172,37 @@ impl World {
                     self.log(|| format!("fault: pause p{p}"));
                 }
             }
+            11 => self.lapse(),
             _ => {
                 self.refuse_next_report = true;
                 self.log(|| "fault: the control channel is full".to_string());
             }
         }
+    }
+
+    /// The member's session lapses (as after a freeze): the lease ends now, every partition is
+    /// revoked, and the lease comes back once all are assigned again. The shard must send no
+    /// Produce in between and must finish every revocation although it may not resend.
+    fn lapse(&mut self) {
+        if self.lapsed_until.is_some() {
+            return;
+        }
+        self.out.lapses += 1;
+        self.lapsed_until = Some(self.now + self.between_ms(200, 2_000));
+        self.core.handle_command(
+            ShardCommand::Lease {
+                produce_until: self.now,
+            },
+            self.now,
+        );
+        for p in 0..PARTITIONS {
+            if !self.views[p].revoking {
+                self.views[p].revoking = true;
+                self.core
+                    .handle_command(ShardCommand::Revoke(Self::key(p)), self.now);
+            }
+        }
+        self.log(|| "fault: the session lapses; every partition revoked".to_string());
     }
 
     /// Broker `b` dies: its connections break and answers on their way are lost.
@@ -1220,6 +1270,20 @@ impl World {
                 } => {
                     let p = key.partition as usize;
                     self.check_mappings(p, &mappings);
+                    // After a lapse, batches whose answers were lost may be on the target, and
+                    // another producer writes next: the next owner starts from the target's
+                    // tail, as control's crash recovery does.
+                    let held = self.tgt[p].log.len() as i64;
+                    if next_offset > held {
+                        self.fail(format!(
+                            "p{p} revoked at {next_offset}, past the target's {held}"
+                        ));
+                    }
+                    let next_offset = if self.lapsed_until.is_some() {
+                        held
+                    } else {
+                        next_offset
+                    };
                     let ms = self.ms();
                     self.views[p] = PartView {
                         next: next_offset,
