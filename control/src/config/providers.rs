@@ -138,76 +138,26 @@ pub struct Providers {
 impl Providers {
     /// Reads `config.providers` and its `config.providers.<name>.*` keys from the top-level
     /// entries. Returns the providers and every problem found.
-    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
     pub fn from_entries<'a>(
         entries: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> (Providers, Vec<DeclarationError>) {
         let mut errors = Vec::new();
-        let mut listed: Vec<String> = Vec::new();
-        let mut classes: BTreeMap<String, (String, String)> = BTreeMap::new();
-        let mut params: BTreeMap<String, Vec<(String, String, String)>> = BTreeMap::new();
-        for (key, value) in entries {
-            if key == "config.providers" {
-                listed = java_list(value)
-                    .into_iter()
-                    .filter(|s| !s.is_empty())
-                    .collect();
-            } else if let Some(rest) = key.strip_prefix("config.providers.") {
-                if let Some(name) = rest.strip_suffix(".class") {
-                    classes.insert(
-                        name.to_string(),
-                        (key.to_string(), value.trim().to_string()),
-                    );
-                } else if let Some((name, param)) = rest.split_once(".param.") {
-                    params.entry(name.to_string()).or_default().push((
-                        key.to_string(),
-                        param.to_string(),
-                        value.to_string(),
-                    ));
-                } else {
-                    errors.push(DeclarationError {
-                        key: key.to_string(),
-                        error: ProviderError::UnknownParam {
-                            name: rest.split('.').next().unwrap_or(rest).to_string(),
-                            param: rest.to_string(),
-                            accepted: "class, param.<name>".to_string(),
-                        },
-                    });
-                }
-            }
-        }
+        let d = Declarations::read(entries, &mut errors);
+        d.unlisted(&mut errors);
         let mut by_name = BTreeMap::new();
-        for (name, (key, _)) in &classes {
-            if !listed.contains(name) {
-                errors.push(DeclarationError {
-                    key: key.clone(),
-                    error: ProviderError::NotListed { name: name.clone() },
-                });
-            }
-        }
-        for (name, ps) in &params {
-            if !listed.contains(name) {
-                for (key, _, _) in ps {
-                    errors.push(DeclarationError {
-                        key: key.clone(),
-                        error: ProviderError::NotListed { name: name.clone() },
-                    });
-                }
-            }
-        }
-        for name in &listed {
-            let Some((class_key, class)) = classes.get(name) else {
+        for name in &d.listed {
+            let Some(class) = d.classes.get(name) else {
                 errors.push(DeclarationError {
                     key: "config.providers".to_string(),
                     error: ProviderError::MissingClass { name: name.clone() },
                 });
                 continue;
             };
-            let Some(kind) = ProviderKind::from_class(class) else {
+            let Some(kind) = ProviderKind::from_class(&class.class) else {
                 errors.push(DeclarationError {
-                    key: class_key.clone(),
+                    key: class.key.clone(),
                     error: ProviderError::UnsupportedClass {
-                        class: class.clone(),
+                        class: class.class.clone(),
                     },
                 });
                 continue;
@@ -219,43 +169,8 @@ impl Providers {
                 allowed_paths: None,
                 allowlist: None,
             };
-            for (key, param, value) in params.get(name).map(Vec::as_slice).unwrap_or(&[]) {
-                match (kind, param.as_str()) {
-                    (ProviderKind::File | ProviderKind::Directory, "allowed.paths") => {
-                        let mut paths = Vec::new();
-                        for p in java_list(value).into_iter().filter(|p| !p.is_empty()) {
-                            let path = PathBuf::from(&p);
-                            if !path.is_absolute() {
-                                errors.push(DeclarationError {
-                                    key: key.clone(),
-                                    error: ProviderError::RelativeAllowedPath { path: p },
-                                });
-                                continue;
-                            }
-                            paths.push(normalize(&path));
-                        }
-                        provider.allowed_paths = Some(paths);
-                    }
-                    (ProviderKind::EnvVar, "allowlist.pattern") => {
-                        match JavaRegex::full_match(value) {
-                            Ok(re) => provider.allowlist = Some(re),
-                            Err(reason) => errors.push(DeclarationError {
-                                key: key.clone(),
-                                error: ProviderError::BadAllowlist {
-                                    reason: reason.to_string(),
-                                },
-                            }),
-                        }
-                    }
-                    _ => errors.push(DeclarationError {
-                        key: key.clone(),
-                        error: ProviderError::UnknownParam {
-                            name: name.clone(),
-                            param: param.clone(),
-                            accepted: kind.params().join(", "),
-                        },
-                    }),
-                }
+            for param in d.params.get(name).map(Vec::as_slice).unwrap_or(&[]) {
+                provider.set_param(param, &mut errors);
             }
             by_name.insert(name.clone(), provider);
         }
@@ -279,6 +194,126 @@ impl Providers {
             allowed_paths: None,
             allowlist: None,
         })
+    }
+}
+
+/// `config.providers.<name>.class`.
+#[derive(Debug)]
+struct ClassDecl {
+    key: String,
+    class: String,
+}
+
+/// `config.providers.<name>.param.<param>`.
+#[derive(Debug)]
+struct ParamDecl {
+    key: String,
+    param: String,
+    value: String,
+}
+
+/// The `config.providers*` keys of a file, by provider name.
+#[derive(Debug, Default)]
+struct Declarations {
+    listed: Vec<String>,
+    classes: BTreeMap<String, ClassDecl>,
+    params: BTreeMap<String, Vec<ParamDecl>>,
+}
+
+impl Declarations {
+    fn read<'a>(
+        entries: impl IntoIterator<Item = (&'a str, &'a str)>,
+        errors: &mut Vec<DeclarationError>,
+    ) -> Declarations {
+        let mut d = Declarations::default();
+        for (key, value) in entries {
+            if key == "config.providers" {
+                d.listed = java_list(value)
+                    .into_iter()
+                    .filter(|s| !s.is_empty())
+                    .collect();
+            } else if let Some(rest) = key.strip_prefix("config.providers.") {
+                if let Some(name) = rest.strip_suffix(".class") {
+                    let class = ClassDecl {
+                        key: key.to_string(),
+                        class: value.trim().to_string(),
+                    };
+                    d.classes.insert(name.to_string(), class);
+                } else if let Some((name, param)) = rest.split_once(".param.") {
+                    d.params
+                        .entry(name.to_string())
+                        .or_default()
+                        .push(ParamDecl {
+                            key: key.to_string(),
+                            param: param.to_string(),
+                            value: value.to_string(),
+                        });
+                } else {
+                    errors.push(DeclarationError {
+                        key: key.to_string(),
+                        error: ProviderError::UnknownParam {
+                            name: rest.split('.').next().unwrap_or(rest).to_string(),
+                            param: rest.to_string(),
+                            accepted: "class, param.<name>".to_string(),
+                        },
+                    });
+                }
+            }
+        }
+        d
+    }
+
+    /// Classes and parameters of providers `config.providers` does not list.
+    fn unlisted(&self, errors: &mut Vec<DeclarationError>) {
+        let keys = self.classes.iter().map(|(name, c)| (name, &c.key)).chain(
+            self.params
+                .iter()
+                .flat_map(|(name, ps)| ps.iter().map(move |p| (name, &p.key))),
+        );
+        for (name, key) in keys {
+            if !self.listed.contains(name) {
+                errors.push(DeclarationError {
+                    key: key.clone(),
+                    error: ProviderError::NotListed { name: name.clone() },
+                });
+            }
+        }
+    }
+}
+
+impl Provider {
+    /// Applies one declared parameter (`allowed.paths` of file and directory providers,
+    /// `allowlist.pattern` of the environment provider).
+    fn set_param(&mut self, p: &ParamDecl, errors: &mut Vec<DeclarationError>) {
+        let error = |error| DeclarationError {
+            key: p.key.clone(),
+            error,
+        };
+        match (self.kind, p.param.as_str()) {
+            (ProviderKind::File | ProviderKind::Directory, "allowed.paths") => {
+                let mut paths = Vec::new();
+                for path in java_list(&p.value).into_iter().filter(|p| !p.is_empty()) {
+                    let pb = PathBuf::from(&path);
+                    if !pb.is_absolute() {
+                        errors.push(error(ProviderError::RelativeAllowedPath { path }));
+                        continue;
+                    }
+                    paths.push(normalize(&pb));
+                }
+                self.allowed_paths = Some(paths);
+            }
+            (ProviderKind::EnvVar, "allowlist.pattern") => match JavaRegex::full_match(&p.value) {
+                Ok(re) => self.allowlist = Some(re),
+                Err(reason) => errors.push(error(ProviderError::BadAllowlist {
+                    reason: reason.to_string(),
+                })),
+            },
+            _ => errors.push(error(ProviderError::UnknownParam {
+                name: self.name.clone(),
+                param: p.param.clone(),
+                accepted: self.kind.params().join(", "),
+            })),
+        }
     }
 }
 

@@ -475,7 +475,7 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
+    #[allow(clippy::too_many_lines)] // a table of the flow's settings, one row each, and the struct they fill
     fn flow(&mut self, src: &str, tgt: &str) -> FlowConfig {
         let cp = self.connector_props(src, tgt);
         let worker = self.worker_props(src, tgt);
@@ -497,47 +497,11 @@ impl<'a> Resolver<'a> {
             ConfigPropertyFilter::new(&config_properties_exclude.value, use_defaults_from.value)
                 .unwrap_or_else(|_| ConfigPropertyFilter::mm2_default());
 
-        let replication_policy_class = setting(
-            &cp,
-            "replication.policy.class",
-            catalogue_default(CONNECTOR_KEYS, "replication.policy.class").to_string(),
-            |v| Ok(java_trim(v).to_string()),
-        );
-        let separator_val = cp.get("replication.policy.separator").cloned();
-        let internal_flag = cp
-            .get("replication.policy.internal.topic.separator.enabled")
-            .and_then(|v| parse_bool(&v.value).ok());
-        // ConfigDef STRING values are trimmed.
-        let sep_value = separator_val
-            .as_ref()
-            .map(|v| java_trim(&v.value).to_string());
-        if sep_value.as_deref() == Some("") {
-            self.error(
-                ErrorKind::InvalidValue,
-                separator_val.as_ref(),
-                "replication.policy.separator",
-                "an empty separator makes remote topic names ambiguous (`Aorders`)",
-            );
-        }
-        let base = DefaultPolicy::configure(sep_value.as_deref(), internal_flag);
-        let replication_policy_separator = Setting::new(
-            base.separator.clone(),
-            separator_val
-                .map(|v| v.origin)
-                .unwrap_or(Origin::MirrorMakerDefault),
-        );
-        let replication_policy = if replication_policy_class.value == IDENTITY_POLICY_CLASS {
-            let alias = cp
-                .get("source.cluster.alias")
-                .map(|v| v.value.clone())
-                .unwrap_or_else(|| src.to_string());
-            ReplicationPolicy::Identity {
-                base,
-                source_alias: Some(alias),
-            }
-        } else {
-            ReplicationPolicy::Default(base)
-        };
+        let PolicySettings {
+            policy: replication_policy,
+            class: replication_policy_class,
+            separator: replication_policy_separator,
+        } = self.replication_policy(&cp, src);
 
         let replication_factor = self.conn_rf(&cp, "replication.factor");
         let refresh_topics_enabled = self.conn_bool(&cp, "refresh.topics.enabled");
@@ -596,24 +560,8 @@ impl<'a> Resolver<'a> {
             |v| Ok(java_trim(v).to_string()),
         );
 
-        // MirrorSourceConnector.validate: no offset-syncs settings without offset syncs.
         if enabled.value && !emit_offset_syncs_enabled.value {
-            let conflicting: Vec<Val> = cp
-                .iter()
-                .filter(|(k, v)| {
-                    (k.starts_with("offset-syncs-") || k.starts_with("offset-syncs.topic."))
-                        && v.origin != Origin::MirrorMakerDefault
-                })
-                .map(|(_, v)| v.clone())
-                .collect();
-            for v in conflicting {
-                self.error(
-                    ErrorKind::Conflict,
-                    Some(&v),
-                    "offset-syncs.topic",
-                    format!("flow {src}->{tgt} sets emit.offset-syncs.enabled=false; MirrorMaker refuses offset-syncs settings then"),
-                );
-            }
+            self.refuse_offset_syncs_settings(&cp, src, tgt);
         }
 
         let clients = self.clients(
@@ -671,7 +619,77 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
+    /// `replication.policy.class` and its separator, as `DefaultReplicationPolicy` and
+    /// `IdentityReplicationPolicy` configure themselves.
+    fn replication_policy(&mut self, cp: &Props, src: &str) -> PolicySettings {
+        let replication_policy_class = setting(
+            cp,
+            "replication.policy.class",
+            catalogue_default(CONNECTOR_KEYS, "replication.policy.class").to_string(),
+            |v| Ok(java_trim(v).to_string()),
+        );
+        let separator_val = cp.get("replication.policy.separator").cloned();
+        let internal_flag = cp
+            .get("replication.policy.internal.topic.separator.enabled")
+            .and_then(|v| parse_bool(&v.value).ok());
+        // ConfigDef STRING values are trimmed.
+        let sep_value = separator_val
+            .as_ref()
+            .map(|v| java_trim(&v.value).to_string());
+        if sep_value.as_deref() == Some("") {
+            self.error(
+                ErrorKind::InvalidValue,
+                separator_val.as_ref(),
+                "replication.policy.separator",
+                "an empty separator makes remote topic names ambiguous (`Aorders`)",
+            );
+        }
+        let base = DefaultPolicy::configure(sep_value.as_deref(), internal_flag);
+        let replication_policy_separator = Setting::new(
+            base.separator.clone(),
+            separator_val
+                .map(|v| v.origin)
+                .unwrap_or(Origin::MirrorMakerDefault),
+        );
+        let replication_policy = if replication_policy_class.value == IDENTITY_POLICY_CLASS {
+            let alias = cp
+                .get("source.cluster.alias")
+                .map(|v| v.value.clone())
+                .unwrap_or_else(|| src.to_string());
+            ReplicationPolicy::Identity {
+                base,
+                source_alias: Some(alias),
+            }
+        } else {
+            ReplicationPolicy::Default(base)
+        };
+        PolicySettings {
+            policy: replication_policy,
+            class: replication_policy_class,
+            separator: replication_policy_separator,
+        }
+    }
+
+    /// MirrorSourceConnector.validate: no offset-syncs settings without offset syncs.
+    fn refuse_offset_syncs_settings(&mut self, cp: &Props, src: &str, tgt: &str) {
+        let conflicting: Vec<Val> = cp
+            .iter()
+            .filter(|(k, v)| {
+                (k.starts_with("offset-syncs-") || k.starts_with("offset-syncs.topic."))
+                    && v.origin != Origin::MirrorMakerDefault
+            })
+            .map(|(_, v)| v.clone())
+            .collect();
+        for v in conflicting {
+            self.error(
+                ErrorKind::Conflict,
+                Some(&v),
+                "offset-syncs.topic",
+                format!("flow {src}->{tgt} sets emit.offset-syncs.enabled=false; MirrorMaker refuses offset-syncs settings then"),
+            );
+        }
+    }
+
     fn clients(
         &mut self,
         src: &str,
@@ -694,60 +712,8 @@ impl<'a> Resolver<'a> {
             check_connections: enabled,
         };
 
-        let source_consumer = {
-            let props = Self::role_props(cp, Side::Source, ClientKind::Consumer);
-            let reset = props.get("auto.offset.reset").cloned();
-            let mut c = self.consumer(&ctx, ClientRole::ReplicationConsumer, src, props);
-            c.isolation_level = Self::with_strait_default(
-                c.isolation_level,
-                IsolationLevel::ReadCommitted,
-                WHY_READ_COMMITTED,
-            );
-            if let AutoOffsetReset::ByDuration(_) | AutoOffsetReset::None =
-                c.auto_offset_reset.value
-                && enabled
-            {
-                self.error(
-                    ErrorKind::Unsupported,
-                    reset.as_ref(),
-                    "auto.offset.reset",
-                    "only earliest and latest are supported: a partition without stored progress starts at the source's log start or end (none and by_duration are not)",
-                );
-            }
-            c
-        };
-        let target_producer = {
-            let props = Self::data_producer_props(worker, cp);
-            let mut p = self.producer(&ctx, ClientRole::ReplicationProducer, tgt, props.clone());
-            p.max_in_flight_requests_per_connection = Self::with_strait_default(
-                p.max_in_flight_requests_per_connection,
-                5,
-                WHY_IN_FLIGHT,
-            );
-            p.max_request_size =
-                Self::with_strait_default(p.max_request_size, 16 << 20, WHY_REQUEST_SIZE);
-            p.client.conn.max_in_flight_requests =
-                p.max_in_flight_requests_per_connection.value as usize;
-            if enabled {
-                if p.acks.value != Acks::All {
-                    self.error(
-                        ErrorKind::Unsupported,
-                        props.get("acks"),
-                        "acks",
-                        "strait's replication producer is idempotent, which needs acks=all",
-                    );
-                }
-                if p.max_in_flight_requests_per_connection.value > 5 {
-                    self.error(
-                        ErrorKind::Unsupported,
-                        props.get("max.in.flight.requests.per.connection"),
-                        "max.in.flight.requests.per.connection",
-                        "strait's idempotent replication producer allows at most 5 requests in flight",
-                    );
-                }
-            }
-            p
-        };
+        let source_consumer = self.source_consumer(&ctx, cp, enabled);
+        let target_producer = self.target_producer(&ctx, cp, worker, enabled);
         let source_admin = {
             let props = Self::role_props(cp, Side::Source, ClientKind::Admin);
             self.admin(&ctx, ClientRole::SourceAdmin, src, props)
@@ -797,6 +763,66 @@ impl<'a> Resolver<'a> {
             offset_syncs_consumer,
             offset_syncs_admin,
         }
+    }
+
+    /// The replication consumer: read_committed unless set, and only the resets strait has.
+    fn source_consumer(&mut self, ctx: &FlowCtx, cp: &Props, enabled: bool) -> ConsumerSettings {
+        let props = Self::role_props(cp, Side::Source, ClientKind::Consumer);
+        let reset = props.get("auto.offset.reset").cloned();
+        let mut c = self.consumer(ctx, ClientRole::ReplicationConsumer, ctx.src, props);
+        c.isolation_level = Self::with_strait_default(
+            c.isolation_level,
+            IsolationLevel::ReadCommitted,
+            WHY_READ_COMMITTED,
+        );
+        if let AutoOffsetReset::ByDuration(_) | AutoOffsetReset::None = c.auto_offset_reset.value
+            && enabled
+        {
+            self.error(
+                ErrorKind::Unsupported,
+                reset.as_ref(),
+                "auto.offset.reset",
+                "only earliest and latest are supported: a partition without stored progress starts at the source's log start or end (none and by_duration are not)",
+            );
+        }
+        c
+    }
+
+    /// The replication producer: idempotent, so acks=all and at most 5 requests in flight.
+    fn target_producer(
+        &mut self,
+        ctx: &FlowCtx,
+        cp: &Props,
+        worker: &Props,
+        enabled: bool,
+    ) -> ProducerSettings {
+        let props = Self::data_producer_props(worker, cp);
+        let mut p = self.producer(ctx, ClientRole::ReplicationProducer, ctx.tgt, props.clone());
+        p.max_in_flight_requests_per_connection =
+            Self::with_strait_default(p.max_in_flight_requests_per_connection, 5, WHY_IN_FLIGHT);
+        p.max_request_size =
+            Self::with_strait_default(p.max_request_size, 16 << 20, WHY_REQUEST_SIZE);
+        p.client.conn.max_in_flight_requests =
+            p.max_in_flight_requests_per_connection.value as usize;
+        if enabled {
+            if p.acks.value != Acks::All {
+                self.error(
+                    ErrorKind::Unsupported,
+                    props.get("acks"),
+                    "acks",
+                    "strait's replication producer is idempotent, which needs acks=all",
+                );
+            }
+            if p.max_in_flight_requests_per_connection.value > 5 {
+                self.error(
+                    ErrorKind::Unsupported,
+                    props.get("max.in.flight.requests.per.connection"),
+                    "max.in.flight.requests.per.connection",
+                    "strait's idempotent replication producer allows at most 5 requests in flight",
+                );
+            }
+        }
+        p
     }
 
     fn u32_setting(props: &Props, kind: ClientKind, key: &str) -> Setting<u32> {
@@ -984,36 +1010,63 @@ impl<'a> Resolver<'a> {
     }
 
     /// TLS settings with the rules of Kafka's `DefaultSslEngineFactory`.
-    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
     fn tls(&mut self, props: &Props, protocol: SecurityProtocol) -> Option<TlsConfig> {
-        let get = |k: &str| {
-            props
-                .get(k)
-                .filter(|v| !java_trim(&v.value).is_empty())
-                .cloned()
-        };
         if !protocol.uses_tls() {
-            let set: Vec<Val> = [
-                "ssl.truststore.location",
-                "ssl.truststore.certificates",
-                "ssl.keystore.location",
-                "ssl.keystore.key",
-            ]
-            .iter()
-            .filter_map(|k| get(k))
-            .filter(|v| v.origin != Origin::MirrorMakerDefault)
-            .collect();
-            if let Some(v) = set.first() {
-                self.warnings.push(ConfigWarning::new(
-                    Severity::Warning,
-                    WarningKind::IgnoredKey,
-                    v.file_key.as_deref(),
-                    v.line,
-                    format!("TLS settings have no effect with security.protocol={}; did you mean SSL or SASL_SSL?", protocol.name()),
-                ));
-            }
+            self.warn_unused_tls(props, protocol);
             return None;
         }
+        let truststore = self.truststore(props);
+        let keystore = self.keystore(props);
+
+        // `https` (the default) checks the host name; an empty value turns the check off.
+        let verify_hostname = props
+            .get("ssl.endpoint.identification.algorithm")
+            .is_none_or(|v| !java_trim(&v.value).is_empty());
+        // An unusable list was reported where the key was validated.
+        let versions = props
+            .get("ssl.enabled.protocols")
+            .map(|v| java_list(&v.value))
+            .map(|l| TlsVersions {
+                tls12: l.iter().any(|p| p == "TLSv1.2"),
+                tls13: l.iter().any(|p| p == "TLSv1.3"),
+            })
+            .filter(|v| v.tls12 || v.tls13)
+            .unwrap_or_default();
+        Some(TlsConfig {
+            truststore,
+            keystore,
+            verify_hostname,
+            versions,
+        })
+    }
+
+    /// TLS settings given with a protocol that uses no TLS.
+    fn warn_unused_tls(&mut self, props: &Props, protocol: SecurityProtocol) {
+        let get = |k: &str| non_empty(props, k);
+        let set: Vec<Val> = [
+            "ssl.truststore.location",
+            "ssl.truststore.certificates",
+            "ssl.keystore.location",
+            "ssl.keystore.key",
+        ]
+        .iter()
+        .filter_map(|k| get(k))
+        .filter(|v| v.origin != Origin::MirrorMakerDefault)
+        .collect();
+        if let Some(v) = set.first() {
+            self.warnings.push(ConfigWarning::new(
+                Severity::Warning,
+                WarningKind::IgnoredKey,
+                v.file_key.as_deref(),
+                v.line,
+                format!("TLS settings have no effect with security.protocol={}; did you mean SSL or SASL_SSL?", protocol.name()),
+            ));
+        }
+    }
+
+    /// `ssl.truststore.*`: inline PEM, a PEM, PKCS#12 or JKS file, or the public roots.
+    fn truststore(&mut self, props: &Props) -> TrustStore {
+        let get = |k: &str| non_empty(props, k);
         let ts_type_v = get("ssl.truststore.type");
         let ts_type = ts_type_v
             .as_ref()
@@ -1021,7 +1074,7 @@ impl<'a> Resolver<'a> {
         let ts_loc = get("ssl.truststore.location");
         let ts_pw = get("ssl.truststore.password");
         let ts_certs = get("ssl.truststore.certificates");
-        let truststore = if let Some(certs) = &ts_certs {
+        if let Some(certs) = &ts_certs {
             if ts_type != "PEM" {
                 self.error(ErrorKind::Tls, Some(certs), "ssl.truststore.certificates", format!("trust store certificates can be given inline only with ssl.truststore.type=PEM, not {ts_type}"));
                 TrustStore::PublicRoots
@@ -1075,8 +1128,59 @@ impl<'a> Resolver<'a> {
                 );
             }
             TrustStore::PublicRoots
-        };
+        }
+    }
 
+    /// A key store in a file: PEM (no store password), PKCS#12 or JKS (a store password).
+    fn keystore_file(
+        &mut self,
+        loc: &Val,
+        ks_type: &str,
+        ks_pw: Option<&Val>,
+        key_password: Option<Secret>,
+    ) -> Option<KeyStore> {
+        let path = std::path::PathBuf::from(java_trim(&loc.value));
+        if ks_type == "PEM" {
+            if ks_pw.is_some() {
+                self.error(ErrorKind::Tls, ks_pw, "ssl.keystore.password", "a PEM key store takes no ssl.keystore.password; only ssl.key.password may be set");
+                None
+            } else {
+                Some(KeyStore::PemFile { path, key_password })
+            }
+        } else if ks_pw.is_none() {
+            self.error(
+                ErrorKind::Tls,
+                Some(loc),
+                "ssl.keystore.location",
+                "a key store is set but ssl.keystore.password is not",
+            );
+            None
+        } else {
+            // JKS (the default type) and PKCS12 files are told apart by their content when
+            // they are loaded, as Java does; the declared type only names them.
+            let password = ks_pw.map(|v| Secret::new(v.value.clone()));
+            if ks_type.eq_ignore_ascii_case("PKCS12") {
+                Some(KeyStore::Pkcs12 {
+                    path,
+                    password,
+                    key_password,
+                })
+            } else if ks_type.eq_ignore_ascii_case("JKS") {
+                Some(KeyStore::Jks {
+                    path,
+                    password,
+                    key_password,
+                })
+            } else {
+                // Unknown types were reported with ssl.keystore.type.
+                None
+            }
+        }
+    }
+
+    /// `ssl.keystore.*` and `ssl.key.password`: the client's own certificate, if any.
+    fn keystore(&mut self, props: &Props) -> Option<KeyStore> {
+        let get = |k: &str| non_empty(props, k);
         let ks_type =
             get("ssl.keystore.type").map_or("JKS".to_string(), |v| java_trim(&v.value).to_string());
         let ks_loc = get("ssl.keystore.location");
@@ -1085,7 +1189,7 @@ impl<'a> Resolver<'a> {
         let ks_chain = get("ssl.keystore.certificate.chain");
         let key_pw = get("ssl.key.password");
         let key_password = key_pw.as_ref().map(|v| Secret::new(v.value.clone()));
-        let keystore = if let Some(key) = &ks_key {
+        if let Some(key) = &ks_key {
             if ks_type != "PEM" {
                 self.error(ErrorKind::Tls, Some(key), "ssl.keystore.key", format!("a private key can be given inline only with ssl.keystore.type=PEM, not {ks_type}"));
                 None
@@ -1127,43 +1231,7 @@ impl<'a> Resolver<'a> {
             );
             None
         } else if let Some(loc) = &ks_loc {
-            let path = std::path::PathBuf::from(java_trim(&loc.value));
-            if ks_type == "PEM" {
-                if ks_pw.is_some() {
-                    self.error(ErrorKind::Tls, ks_pw.as_ref(), "ssl.keystore.password", "a PEM key store takes no ssl.keystore.password; only ssl.key.password may be set");
-                    None
-                } else {
-                    Some(KeyStore::PemFile { path, key_password })
-                }
-            } else if ks_pw.is_none() {
-                self.error(
-                    ErrorKind::Tls,
-                    Some(loc),
-                    "ssl.keystore.location",
-                    "a key store is set but ssl.keystore.password is not",
-                );
-                None
-            } else {
-                // JKS (the default type) and PKCS12 files are told apart by their content when
-                // they are loaded, as Java does; the declared type only names them.
-                let password = ks_pw.as_ref().map(|v| Secret::new(v.value.clone()));
-                if ks_type.eq_ignore_ascii_case("PKCS12") {
-                    Some(KeyStore::Pkcs12 {
-                        path,
-                        password,
-                        key_password,
-                    })
-                } else if ks_type.eq_ignore_ascii_case("JKS") {
-                    Some(KeyStore::Jks {
-                        path,
-                        password,
-                        key_password,
-                    })
-                } else {
-                    // Unknown types were reported with ssl.keystore.type.
-                    None
-                }
-            }
+            self.keystore_file(loc, &ks_type, ks_pw.as_ref(), key_password)
         } else {
             if ks_pw.is_some() {
                 self.error(
@@ -1174,28 +1242,7 @@ impl<'a> Resolver<'a> {
                 );
             }
             None
-        };
-
-        // `https` (the default) checks the host name; an empty value turns the check off.
-        let verify_hostname = props
-            .get("ssl.endpoint.identification.algorithm")
-            .is_none_or(|v| !java_trim(&v.value).is_empty());
-        // An unusable list was reported where the key was validated.
-        let versions = props
-            .get("ssl.enabled.protocols")
-            .map(|v| java_list(&v.value))
-            .map(|l| TlsVersions {
-                tls12: l.iter().any(|p| p == "TLSv1.2"),
-                tls13: l.iter().any(|p| p == "TLSv1.3"),
-            })
-            .filter(|v| v.tls12 || v.tls13)
-            .unwrap_or_default();
-        Some(TlsConfig {
-            truststore,
-            keystore,
-            verify_hostname,
-            versions,
-        })
+        }
     }
 
     fn sasl(&mut self, props: &Props, protocol: SecurityProtocol) -> Option<SaslConfig> {
@@ -1319,27 +1366,13 @@ impl<'a> Resolver<'a> {
             .map(|c| OAuthLogin::ClientCredentials(Box::new(c)))
     }
 
-    #[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
-    fn client_credentials(
-        &mut self,
-        props: &Props,
-        jv: &Val,
-        entry: &jaas::JaasEntry,
-    ) -> Option<ClientCredentials> {
-        let opt = |name: &str| {
-            entry
-                .options
-                .get(name)
-                .map(|v| java_trim(v).to_string())
-                .filter(|v| !v.is_empty())
-        };
-        let key = |name: &str| {
-            props
-                .get(name)
-                .map(|v| java_trim(&v.value).to_string())
-                .filter(|v| !v.is_empty())
-        };
-        let Some(url) = key("sasl.oauthbearer.token.endpoint.url") else {
+    /// `sasl.oauthbearer.token.endpoint.url`, required by the OIDC login.
+    fn token_endpoint(&mut self, props: &Props) -> Option<(String, http::Endpoint)> {
+        let url = props
+            .get("sasl.oauthbearer.token.endpoint.url")
+            .map(|v| java_trim(&v.value).to_string())
+            .filter(|v| !v.is_empty());
+        let Some(url) = url else {
             self.error(
                 ErrorKind::Sasl,
                 props.get("sasl.login.callback.handler.class"),
@@ -1361,6 +1394,71 @@ impl<'a> Resolver<'a> {
                 return None;
             }
         };
+        Some((url, endpoint))
+    }
+
+    /// The JAAS options `extension_<name>`: SASL extensions sent with the token.
+    fn jaas_extensions(
+        &mut self,
+        jv: &Val,
+        entry: &jaas::JaasEntry,
+    ) -> Option<Vec<(String, String)>> {
+        let mut extensions = Vec::new();
+        for (name, value) in &entry.options {
+            if let Some(ext) = name.strip_prefix("extension_") {
+                if let Err(e) = oauth::validate_extension(ext, value) {
+                    self.error(ErrorKind::Sasl, Some(jv), "sasl.jaas.config", e.to_string());
+                    return None;
+                }
+                extensions.push((ext.to_string(), value.clone()));
+            }
+        }
+        Some(extensions)
+    }
+
+    /// The token endpoint's TLS settings.
+    fn token_endpoint_tls(&mut self, jv: &Val, entry: &jaas::JaasEntry) -> TlsConfig {
+        // Kafka's JaasOptionsUtils builds the token endpoint's TLS from ssl.* JAAS options.
+        let ssl_props: Props = entry
+            .options
+            .iter()
+            .filter(|(k, _)| k.starts_with("ssl."))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Val {
+                        value: v.clone(),
+                        origin: jv.origin.clone(),
+                        file_key: jv.file_key.clone(),
+                        line: jv.line,
+                    },
+                )
+            })
+            .collect();
+        self.tls(&ssl_props, SecurityProtocol::Ssl)
+            .unwrap_or_default()
+    }
+
+    fn client_credentials(
+        &mut self,
+        props: &Props,
+        jv: &Val,
+        entry: &jaas::JaasEntry,
+    ) -> Option<ClientCredentials> {
+        let opt = |name: &str| {
+            entry
+                .options
+                .get(name)
+                .map(|v| java_trim(v).to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let key = |name: &str| {
+            props
+                .get(name)
+                .map(|v| java_trim(&v.value).to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let (url, endpoint) = self.token_endpoint(props)?;
         // The KIP-1139 keys first, then the JAAS options Kafka read before them.
         let client_id =
             key("sasl.oauthbearer.client.credentials.client.id").or_else(|| opt("clientId"));
@@ -1381,46 +1479,9 @@ impl<'a> Resolver<'a> {
             );
             return None;
         }
-        let mut extensions = Vec::new();
-        for (name, value) in &entry.options {
-            if let Some(ext) = name.strip_prefix("extension_") {
-                if let Err(e) = oauth::validate_extension(ext, value) {
-                    self.error(ErrorKind::Sasl, Some(jv), "sasl.jaas.config", e.to_string());
-                    return None;
-                }
-                extensions.push((ext.to_string(), value.clone()));
-            }
-        }
-        // Kafka's JaasOptionsUtils builds the token endpoint's TLS from ssl.* JAAS options.
-        let ssl_props: Props = entry
-            .options
-            .iter()
-            .filter(|(k, _)| k.starts_with("ssl."))
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    Val {
-                        value: v.clone(),
-                        origin: jv.origin.clone(),
-                        file_key: jv.file_key.clone(),
-                        line: jv.line,
-                    },
-                )
-            })
-            .collect();
-        let tls = self
-            .tls(&ssl_props, SecurityProtocol::Ssl)
-            .unwrap_or_default();
-        let ms = |name: &str, default: u64| {
-            setting(props, name, default, |v| {
-                parse_int(v, 0, i64::MAX, "a 64-bit integer >= 0").map(|n| n as u64)
-            })
-            .value
-        };
-        let dbl = |name: &str, lo: f64, hi: f64, default: f64| {
-            setting(props, name, default, |v| parse_double(v, lo, hi)).value
-        };
-        let defaults = TokenRefresh::default();
+        let extensions = self.jaas_extensions(jv, entry)?;
+        let tls = self.token_endpoint_tls(jv, entry);
+        let ms = |name: &str, default: u64| login_ms(props, name, default);
         Some(ClientCredentials {
             token_endpoint_url: url,
             client_id: client_id.unwrap_or_default(),
@@ -1440,26 +1501,44 @@ impl<'a> Resolver<'a> {
             read_timeout_ms: ms("sasl.login.read.timeout.ms", STRAIT_LOGIN_TIMEOUT_MS),
             retry_backoff_ms: ms("sasl.login.retry.backoff.ms", 100),
             retry_backoff_max_ms: ms("sasl.login.retry.backoff.max.ms", 10_000),
-            refresh: TokenRefresh {
-                window_factor: dbl(
-                    "sasl.login.refresh.window.factor",
-                    0.5,
-                    1.0,
-                    defaults.window_factor,
-                ),
-                window_jitter: dbl(
-                    "sasl.login.refresh.window.jitter",
-                    0.0,
-                    0.25,
-                    defaults.window_jitter,
-                ),
-                min_period_seconds: ms(
-                    "sasl.login.refresh.min.period.seconds",
-                    defaults.min_period_seconds,
-                ),
-                buffer_seconds: ms("sasl.login.refresh.buffer.seconds", defaults.buffer_seconds),
-            },
+            refresh: token_refresh(props),
         })
+    }
+}
+
+/// A `sasl.login.*` count of milliseconds or seconds (a 64-bit integer >= 0).
+fn login_ms(props: &Props, name: &str, default: u64) -> u64 {
+    setting(props, name, default, |v| {
+        parse_int(v, 0, i64::MAX, "a 64-bit integer >= 0").map(|n| n as u64)
+    })
+    .value
+}
+
+/// `sasl.login.refresh.*`: when the token is refreshed.
+fn token_refresh(props: &Props) -> TokenRefresh {
+    let ms = |name: &str, default: u64| login_ms(props, name, default);
+    let dbl = |name: &str, lo: f64, hi: f64, default: f64| {
+        setting(props, name, default, |v| parse_double(v, lo, hi)).value
+    };
+    let defaults = TokenRefresh::default();
+    TokenRefresh {
+        window_factor: dbl(
+            "sasl.login.refresh.window.factor",
+            0.5,
+            1.0,
+            defaults.window_factor,
+        ),
+        window_jitter: dbl(
+            "sasl.login.refresh.window.jitter",
+            0.0,
+            0.25,
+            defaults.window_jitter,
+        ),
+        min_period_seconds: ms(
+            "sasl.login.refresh.min.period.seconds",
+            defaults.min_period_seconds,
+        ),
+        buffer_seconds: ms("sasl.login.refresh.buffer.seconds", defaults.buffer_seconds),
     }
 }
 
@@ -1467,9 +1546,58 @@ impl<'a> Resolver<'a> {
 /// they are not set (Kafka's default: no timeout).
 pub const STRAIT_LOGIN_TIMEOUT_MS: u64 = 10_000;
 
+/// One `unsecuredLogin*Claim_<name>` or `unsecuredLoginExtension_<name>` option.
+fn unsecured_option(
+    key: &str,
+    value: &str,
+    claims: &mut Vec<(String, ClaimValue)>,
+    extensions: &mut Vec<(String, String)>,
+) -> Result<(), ValueError> {
+    let invalid = |m: String| ValueError::Invalid(m);
+    let reserved = |name: &str| -> Result<String, ValueError> {
+        if name == "exp" || name == "iat" {
+            Err(invalid(format!(
+                "the `{name}` claim cannot be set explicitly ({key})"
+            )))
+        } else {
+            Ok(name.to_string())
+        }
+    };
+    if let Some(name) = key
+        .strip_prefix("unsecuredLoginStringClaim_")
+        .filter(|n| !n.is_empty())
+    {
+        claims.push((reserved(name)?, ClaimValue::String(value.to_string())));
+    } else if let Some(name) = key
+        .strip_prefix("unsecuredLoginNumberClaim_")
+        .filter(|n| !n.is_empty())
+    {
+        let n: f64 = java_trim(value)
+            .parse()
+            .ok()
+            .filter(|n: &f64| n.is_finite())
+            .ok_or_else(|| invalid(format!("{key} is not a number")))?;
+        let json = serde_json::Number::from_f64(n)
+            .map(|n| n.to_string())
+            .ok_or_else(|| invalid(format!("{key} is not a number")))?;
+        claims.push((reserved(name)?, ClaimValue::Number(json)));
+    } else if let Some(name) = key
+        .strip_prefix("unsecuredLoginListClaim_")
+        .filter(|n| !n.is_empty())
+    {
+        claims.push((
+            reserved(name)?,
+            ClaimValue::List(oauth::unsecured_list_claim(value)),
+        ));
+    } else if let Some(name) = key.strip_prefix("unsecuredLoginExtension_") {
+        oauth::validate_extension(name, value).map_err(|e| invalid(e.to_string()))?;
+        extensions.push((name.to_string(), value.to_string()));
+    }
+    Ok(())
+}
+
 /// The unsecured login's options, with the rules of Kafka's
 /// `OAuthBearerUnsecuredLoginCallbackHandler`. Messages name options, never their values.
-#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
 fn unsecured_login(options: &BTreeMap<String, String>) -> Result<UnsecuredLogin, ValueError> {
     let invalid = |m: String| ValueError::Invalid(m);
     const PREFIX: &str = "unsecuredLogin";
@@ -1503,45 +1631,7 @@ fn unsecured_login(options: &BTreeMap<String, String>) -> Result<UnsecuredLogin,
     let mut claims = Vec::new();
     let mut extensions = Vec::new();
     for (key, value) in options {
-        let reserved = |name: &str| -> Result<String, ValueError> {
-            if name == "exp" || name == "iat" {
-                Err(invalid(format!(
-                    "the `{name}` claim cannot be set explicitly ({key})"
-                )))
-            } else {
-                Ok(name.to_string())
-            }
-        };
-        if let Some(name) = key
-            .strip_prefix("unsecuredLoginStringClaim_")
-            .filter(|n| !n.is_empty())
-        {
-            claims.push((reserved(name)?, ClaimValue::String(value.clone())));
-        } else if let Some(name) = key
-            .strip_prefix("unsecuredLoginNumberClaim_")
-            .filter(|n| !n.is_empty())
-        {
-            let n: f64 = java_trim(value)
-                .parse()
-                .ok()
-                .filter(|n: &f64| n.is_finite())
-                .ok_or_else(|| invalid(format!("{key} is not a number")))?;
-            let json = serde_json::Number::from_f64(n)
-                .map(|n| n.to_string())
-                .ok_or_else(|| invalid(format!("{key} is not a number")))?;
-            claims.push((reserved(name)?, ClaimValue::Number(json)));
-        } else if let Some(name) = key
-            .strip_prefix("unsecuredLoginListClaim_")
-            .filter(|n| !n.is_empty())
-        {
-            claims.push((
-                reserved(name)?,
-                ClaimValue::List(oauth::unsecured_list_claim(value)),
-            ));
-        } else if let Some(name) = key.strip_prefix("unsecuredLoginExtension_") {
-            oauth::validate_extension(name, value).map_err(|e| invalid(e.to_string()))?;
-            extensions.push((name.to_string(), value.clone()));
-        }
+        unsecured_option(key, value, &mut claims, &mut extensions)?;
     }
     let login = UnsecuredLogin {
         principal_claim_name,
@@ -1595,6 +1685,21 @@ fn parse_protocol(v: &str) -> Result<SecurityProtocol, ValueError> {
         .ok_or_else(|| ValueError::Invalid("unknown security protocol".into()))
 }
 
+/// The value of `key` unless it is empty (Kafka treats an empty TLS setting as unset).
+fn non_empty(props: &Props, key: &str) -> Option<Val> {
+    props
+        .get(key)
+        .filter(|v| !java_trim(&v.value).is_empty())
+        .cloned()
+}
+
+/// A flow's replication policy and the settings it came from.
+struct PolicySettings {
+    policy: ReplicationPolicy,
+    class: Setting<String>,
+    separator: Setting<String>,
+}
+
 /// The flow a client belongs to.
 struct FlowCtx<'s> {
     src: &'s str,
@@ -1605,7 +1710,7 @@ struct FlowCtx<'s> {
 }
 
 /// Reads the `strait.*` settings.
-#[allow(clippy::too_many_lines)] // not split yet (issue 12: long functions left)
+#[allow(clippy::too_many_lines)] // a table of the `strait.*` settings, one row each
 pub(crate) fn strait_settings(
     path: &Arc<Path>,
     raw: &BTreeMap<String, RawEntry>,
