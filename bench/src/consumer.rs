@@ -148,7 +148,7 @@ type FetchFut = LocalBoxFuture<'static, (String, Result<FetchResponse>, u64)>;
 
 /// Reads `spec.topic` until `spec.expected` distinct measured records have arrived, the
 /// timeout passes, or `monitor` reports an error.
-#[allow(clippy::too_many_lines)] // not split yet: notes/layout.md lists it
+#[allow(clippy::too_many_lines)] // bench code, one measurement told in order: not split yet
 pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<ConsumeReport> {
     let t_begin = now_us();
     let deadline_us = t_begin + spec.timeout_ms * 1000;

@@ -425,7 +425,7 @@ fn cmd_consume(a: ConsumeArgs, target: &str, backend: IoBackend) -> Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_lines)] // not split yet: notes/layout.md lists it
+#[allow(clippy::too_many_lines)] // bench code, one measurement told in order: not split yet
 fn cmd_run(
     a: RunArgs,
     source: String,

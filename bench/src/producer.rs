@@ -162,7 +162,7 @@ fn retriable(e: kafka_protocol::ResponseError) -> bool {
 
 /// Produces `spec.records` records (or until `stop` is set). Runs on the current thread inside
 /// a runtime of `spec.backend` (see [`strait_dataplane::io::block_on`]).
-#[allow(clippy::too_many_lines)] // not split yet: notes/layout.md lists it
+#[allow(clippy::too_many_lines)] // bench code, one measurement told in order: not split yet
 pub async fn produce(spec: &ProduceSpec, stop: Option<Arc<AtomicBool>>) -> Result<ProduceReport> {
     spec.validate()?;
     let admin = kafka::admin("source", &spec.bootstrap, spec.backend)?;

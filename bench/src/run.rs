@@ -247,7 +247,7 @@ fn settle_page_cache() {
 
 /// Runs `scenario` against `tool`. Errors before the replicator starts are returned; a
 /// replicator that fails or times out gives an entry with `complete: false` and the error.
-#[allow(clippy::too_many_lines)] // not split yet: notes/layout.md lists it
+#[allow(clippy::too_many_lines)] // bench code, one measurement told in order: not split yet
 pub fn run_one(
     scenario: &Scenario,
     variant: &str,
