@@ -443,6 +443,12 @@ static PROBES: &[Probe] = &[
         "B.producer.delivery.timeout.ms = 30000\n",
         View::Produce,
     ),
+    (
+        "batch.size",
+        "",
+        "B.producer.batch.size = 1024\n",
+        View::Produce,
+    ),
     // Topic management, offsets, heartbeats, filters, flows.
     (
         "refresh.topics.enabled",
