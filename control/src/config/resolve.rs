@@ -1040,6 +1040,17 @@ impl<'a> Resolver<'a> {
         })
     }
 
+    /// A setting that has no effect, at its line.
+    fn warn_ignored(&mut self, v: &Val, message: String) {
+        self.warnings.push(ConfigWarning::new(
+            Severity::Warning,
+            WarningKind::IgnoredKey,
+            v.file_key.as_deref(),
+            v.line,
+            message,
+        ));
+    }
+
     /// TLS settings given with a protocol that uses no TLS.
     fn warn_unused_tls(&mut self, props: &Props, protocol: SecurityProtocol) {
         let get = |k: &str| non_empty(props, k);
@@ -1054,13 +1065,7 @@ impl<'a> Resolver<'a> {
         .filter(|v| v.origin != Origin::MirrorMakerDefault)
         .collect();
         if let Some(v) = set.first() {
-            self.warnings.push(ConfigWarning::new(
-                Severity::Warning,
-                WarningKind::IgnoredKey,
-                v.file_key.as_deref(),
-                v.line,
-                format!("TLS settings have no effect with security.protocol={}; did you mean SSL or SASL_SSL?", protocol.name()),
-            ));
+            self.warn_ignored(v, format!("TLS settings have no effect with security.protocol={}; did you mean SSL or SASL_SSL?", protocol.name()));
         }
     }
 
@@ -1249,13 +1254,7 @@ impl<'a> Resolver<'a> {
         let jaas_v = props.get("sasl.jaas.config").cloned();
         if !protocol.uses_sasl() {
             if let Some(v) = jaas_v.filter(|v| v.origin != Origin::MirrorMakerDefault) {
-                self.warnings.push(ConfigWarning::new(
-                    Severity::Warning,
-                    WarningKind::IgnoredKey,
-                    v.file_key.as_deref(),
-                    v.line,
-                    format!("SASL settings have no effect with security.protocol={}; did you mean SASL_SSL?", protocol.name()),
-                ));
+                self.warn_ignored(&v, format!("SASL settings have no effect with security.protocol={}; did you mean SASL_SSL?", protocol.name()));
             }
             return None;
         }
