@@ -761,13 +761,18 @@ fn checkpoints_after_a_rebalance_stay_exact_for_remote_cluster_utils() {
     assert!(!moved.is_empty(), "no partition moved to the second member");
     produce_tx("a3,c5,a2,c8");
     let committed = committed_after(&consume_as(tb.source(), &group, &topic, 20), committed);
+    let last = std::cell::RefCell::new(String::new());
     let got = eventually(
         90,
         "exact checkpoints after the rebalance",
-        || logs(&both),
+        || format!("{}\n{}", last.borrow(), logs(&both)),
         || {
             let expected = exact_translation(&topic, &committed);
             let got = remote_cluster_utils(&group);
+            *last.borrow_mut() = format!(
+                "last seen: RemoteClusterUtils {got:?}, exact {expected:?}, committed on the \
+                 source {committed:?}, moved {moved:?}"
+            );
             (got == expected).then_some(got)
         },
     );

@@ -104,8 +104,22 @@ impl ShardCore {
             // The response frame is larger than the records it carries: reserve that too, so
             // that what the frame holds stays within the budget.
             let overhead = response_overhead(plan.keys.len());
+            // Fetches leave a quarter of the budget to merged batches (new memory while the
+            // frames of their inputs are still held), so that merging is not starved by
+            // reservations and never takes the shard past its budget.
+            let merges = plan
+                .keys
+                .iter()
+                .any(|k| self.parts[k].p.produce.batch_bytes > 0);
+            let headroom = if merges {
+                self.cfg.memory_budget_bytes / MERGE_HEADROOM_DIVISOR
+            } else {
+                0
+            };
             let Some(max_bytes) = fetch_room(
-                self.cfg.memory_budget_bytes.saturating_sub(overhead),
+                self.cfg
+                    .memory_budget_bytes
+                    .saturating_sub(overhead + headroom),
                 used,
                 settings,
                 plan.keys.len(),
@@ -462,6 +476,10 @@ pub(super) fn defer_idle_fetch(
 /// another group waits (it did, with a 48 MiB budget and a 50 MiB `fetch.max.bytes`). A fetch
 /// goes out once a whole partition's worth fits (or the whole budget, when one partition's worth
 /// is larger than the budget: a shard must not wait for room it can never have).
+/// Fetches of partitions that merge batches leave `1 / MERGE_HEADROOM_DIVISOR` of the memory
+/// budget for the merged batches.
+const MERGE_HEADROOM_DIVISOR: usize = 4;
+
 /// A bound of what a Fetch response frame carries besides record batches, for `partitions`
 /// partitions: the response and topic headers, and each partition's fixed fields (a few
 /// aborted transactions included).
