@@ -254,7 +254,7 @@ fn outage(name: &str, on_target: bool, toxic: Toxic) {
             &s,
             "/health/ready",
             503,
-            &["\"reason\":\"target_", "\"reason\":\"group_unavailable\""],
+            &["\"reason\":\"target_", "group_unavailable"],
             t0,
             limit,
         );

@@ -125,7 +125,22 @@ pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
             }
         }
     }
+    // A member out of its group for longer than the stall timeout holds no partitions, so
+    // none of them is listed as stuck: its share of the work is not done all the same.
+    let group_stuck = status
+        .group
+        .as_ref()
+        .filter(|g| g.state != "stable" && now_ms.saturating_sub(g.state_since_ms) > timeout_ms);
+    if let (Some(g), Some(why)) = (group_stuck, unassigned.as_ref()) {
+        h.reasons.push(format!(
+            "group_unavailable: {why} (for {} s)",
+            now_ms.saturating_sub(g.state_since_ms) / 1000
+        ));
+    }
     if bad.is_empty() {
+        if group_stuck.is_some() {
+            h.status = "not_ready";
+        }
         return h;
     }
     let failed = bad.iter().filter(|b| b.reason == "failed").count();
@@ -253,6 +268,36 @@ mod tests {
             detail.contains("group g is lapsed") && detail.contains("cluster B"),
             "{detail}"
         );
+    }
+
+    #[test]
+    fn a_member_out_of_its_group_past_the_stall_timeout_is_not_ready_though_it_holds_nothing() {
+        let mut s = running();
+        s.flows[0].partitions.clear();
+        let age = Some(Duration::from_secs(1));
+        let timeout = s.settings.stall_timeout_ms as i64;
+        s.group = Some(GroupStatus {
+            group_id: "g".into(),
+            cluster: "B".into(),
+            state: "lapsed".into(),
+            state_since_ms: NOW - timeout + 1_000,
+            ..GroupStatus::default()
+        });
+        assert_eq!(ready(&s, age, NOW).status, "ok", "not yet past the timeout");
+        if let Some(g) = s.group.as_mut() {
+            g.state_since_ms = NOW - timeout - 1_000;
+        }
+        let h = ready(&s, age, NOW);
+        assert_eq!(h.status, "not_ready");
+        assert!(
+            h.reasons[0].starts_with("group_unavailable: group g is lapsed"),
+            "{:?}",
+            h.reasons
+        );
+        if let Some(g) = s.group.as_mut() {
+            g.state = "stable".into();
+        }
+        assert_eq!(ready(&s, age, NOW).status, "ok");
     }
 
     #[test]

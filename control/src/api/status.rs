@@ -196,6 +196,8 @@ pub struct GroupStatus {
     /// `joining`, `stable`, `lapsed` (no successful heartbeat within the local session
     /// deadline: holds nothing) or `refused`.
     pub state: String,
+    /// Since when it is in `state` (ms since the epoch; 0 before the first change).
+    pub state_since_ms: i64,
     pub member_id: String,
     pub leader: String,
     pub generation: i32,
@@ -206,6 +208,16 @@ pub struct GroupStatus {
     pub singleton: bool,
     pub rebalances: u64,
     pub last_rebalance: Option<RebalanceStatus>,
+}
+
+impl GroupStatus {
+    /// Moves to `state`, keeping the time of the last change of state.
+    pub fn set_state(&mut self, state: &str, now_ms: i64) {
+        if self.state != state {
+            self.state = state.to_string();
+            self.state_since_ms = now_ms;
+        }
+    }
 }
 
 /// What the control loop publishes.

@@ -190,6 +190,7 @@ impl GroupLink {
                 group_id: opts.group_id.clone(),
                 cluster: opts.cluster.clone(),
                 state: "joining".into(),
+                state_since_ms: now_ms(),
                 generation: -1,
                 ..GroupStatus::default()
             };
@@ -438,7 +439,10 @@ impl GroupLink {
             .await?;
         self.lost_drains.extend(self.revoking.iter().cloned());
         self.rejoin_when_drained = false;
-        self.shared.borrow_mut().status.state = "lapsed".into();
+        self.shared
+            .borrow_mut()
+            .status
+            .set_state("lapsed", now_ms());
         if lapsed {
             self.shared.borrow_mut().rejoin = Some("the session lapsed".into());
         }
@@ -706,7 +710,7 @@ async fn agent(shared: SharedCell, opts: GroupOptions, cluster: Cluster) {
             && joining.is_none()
         {
             joining = Some((now, reason.clone()));
-            shared.borrow_mut().status.state = "joining".into();
+            shared.borrow_mut().status.set_state("joining", now_ms());
         }
         let resp = execute(&cluster, &opts, &shared, &req, &mut incidents).await;
         let events = m.on_response(resp, Instant::now());
@@ -874,10 +878,10 @@ fn on_events(shared: &SharedCell, events: Vec<Event>, joining: &mut Option<(Inst
                     "joined the group"
                 );
                 if let Some(why) = a.error {
-                    st.state = "refused".into();
+                    st.set_state("refused", now_ms());
                     s.fatal = Some(why);
                 } else {
-                    st.state = "stable".into();
+                    st.set_state("stable", now_ms());
                     s.assigned = a.units.into_iter().collect();
                     s.assigned_seq += 1;
                     s.assigned_after_fence = s.fenced_seq;
@@ -891,7 +895,7 @@ fn on_events(shared: &SharedCell, events: Vec<Event>, joining: &mut Option<(Inst
                 tracing::warn!("the local session deadline passed; rejoining");
             }
             Event::Fatal { why } => {
-                s.status.state = "refused".into();
+                s.status.set_state("refused", now_ms());
                 s.fatal = Some(format!("the group coordinator refused this member: {why}"));
             }
             Event::Left => s.left = true,
