@@ -82,7 +82,8 @@ table="$(awk -F'\t' '
   BEGIN { print "| scenario | produced | source | found | lost | duplicated | out of order | recovery s | max RSS MiB |"
           print "|---|---|---|---|---|---|---|---|---|" }
   NF >= 9 { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9
-            if ($10 != "") notes = notes sprintf("- **%s**: %s\n", $1, $10) }
+            # Concatenated, not sprintf: mawk limits sprintf to 8 KiB and notes can be longer.
+            if ($10 != "") notes = notes "- **" $1 "**: " $10 "\n" }
   END { if (notes != "") printf "\n%s", notes }' "$results")"
 summary="fault suite ($profile profile): $(grep -c . "$results" || true) scenarios in $((SECONDS - t0)) s on $(nproc) cores, $(uname -srm), seed ${STRAIT_FAULTS_SEED:-from the clock (see the log)}"
 printf '\n%s\n\n%s\n' "$summary" "$table"
