@@ -866,17 +866,20 @@ impl Partition {
     /// Sets this shard's producer id and epoch for the target cluster. A new producer restarts
     /// sequence numbers at 0 (only before anything was sent with the old one).
     pub fn set_producer(&mut self, producer: ProducerIdentity) {
-        if self.producer != Some(producer) && self.window.is_empty() {
-            self.producer = Some(producer);
-            self.next_seq = 0;
-            self.established = false;
+        if self.producer != Some(producer) {
+            self.restart_sequence(Some(producer));
         }
     }
 
     /// Forgets the producer (a new one is to be fetched), only while nothing is numbered.
     pub fn clear_producer(&mut self) {
+        self.restart_sequence(None);
+    }
+
+    /// A new producer (or none yet) starts its sequence at 0, only while nothing is numbered.
+    fn restart_sequence(&mut self, producer: Option<ProducerIdentity>) {
         if self.window.is_empty() {
-            self.producer = None;
+            self.producer = producer;
             self.next_seq = 0;
             self.established = false;
         }
