@@ -34,6 +34,8 @@ pub struct FlowPlan {
     /// Remote topics' replication factor (-1 = the target's default).
     pub replication_factor: i16,
     pub progress_replication_factor: i16,
+    /// `strait.mapping.max.runs.per.partition`.
+    pub mapping_max_runs: usize,
     pub fetch: FetchSettings,
     pub produce: ProduceSettings,
     /// `auto.offset.reset=earliest` (MM2's default) for partitions without progress.
@@ -131,6 +133,7 @@ pub fn flow_plan(cfg: &Mm2Config, flow: &FlowConfig) -> Result<FlowPlan, PlanErr
         remote_name: Box::new(move |t| f2.remote_topic(t)),
         replication_factor: flow.replication_factor.value,
         progress_replication_factor: cfg.strait.progress_topic_replication_factor.value,
+        mapping_max_runs: cfg.strait.mapping_max_runs_per_partition.value,
         fetch,
         produce,
         start_at_earliest,

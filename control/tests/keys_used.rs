@@ -727,6 +727,10 @@ static ELSEWHERE: &[(&str, &str)] = &[
         "FlowPlan.progress_replication_factor, used when the progress topic is created (every test bed config sets it to 1)",
     ),
     (
+        "strait.mapping.max.runs.per.partition",
+        "FlowPlan.mapping_max_runs: the progress store's and translator's bound; store::mapping and offsets::mapping tests, control/tests/translate.rs (a partition with more runs than its bound)",
+    ),
+    (
         "strait.on.lost.position",
         "the binary's run options; control/tests/controlplane.rs (recreated topics)",
     ),

@@ -19,6 +19,10 @@
 //       last printed record of each partition, with metadata "strait-test". With STOP_FILE it
 //       prints "ASSIGNED" once it has partitions, keeps polling without committing (an active
 //       member) until STOP_FILE exists, and prints no records.
+//   commit BOOTSTRAP TOPIC GROUP=PARTITION:OFFSET[,PARTITION:OFFSET...]...
+//       For each argument, commits those offsets of TOPIC as GROUP (metadata "strait-test")
+//       with a consumer that never joins the group (assign, then commitSync), as
+//       kafka-consumer-groups --reset-offsets does; prints "group partition offset" per offset.
 //   remote-translate BOOTSTRAP REMOTE_ALIAS GROUP
 //       RemoteClusterUtils.translateOffsets: prints "topic partition offset metadata".
 //   mm2-translate BOOTSTRAP SYNCS_TOPIC GROUP TOPIC PARTITION OFFSET...
@@ -61,6 +65,9 @@ class StraitOffsetsTool {
                 break;
             case "consume":
                 consume(args);
+                break;
+            case "commit":
+                commit(args);
                 break;
             case "remote-translate":
                 remoteTranslate(args);
@@ -182,6 +189,32 @@ class StraitOffsetsTool {
             }
             if (!next.isEmpty()) {
                 c.commitSync(next);
+            }
+        }
+    }
+
+    static void commit(String[] a) {
+        String topic = a[2];
+        for (int i = 3; i < a.length; i++) {
+            String[] groupAndOffsets = a[i].split("=", 2);
+            Properties p = new Properties();
+            p.put("bootstrap.servers", a[1]);
+            p.put("group.id", groupAndOffsets[0]);
+            p.put("enable.auto.commit", "false");
+            p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+            p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+            Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+            for (String po : groupAndOffsets[1].split(",")) {
+                String[] f = po.split(":");
+                offsets.put(new TopicPartition(topic, Integer.parseInt(f[0])),
+                        new OffsetAndMetadata(Long.parseLong(f[1]), "strait-test"));
+            }
+            try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+                c.assign(offsets.keySet());
+                c.commitSync(offsets);
+            }
+            for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+                System.out.println(groupAndOffsets[0] + "\t" + e.getKey().partition() + "\t" + e.getValue().offset());
             }
         }
     }

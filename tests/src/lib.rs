@@ -23,6 +23,7 @@ pub mod log;
 pub mod oauth;
 pub mod strait;
 pub mod toxiproxy;
+pub mod translation;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {

@@ -486,7 +486,12 @@ pub async fn import_mm2(
     let rows = plan_import(&imported, &source, store.entries(), &*c.should_replicate);
     seed_progress(&rows, &mut store, &mut report);
     store
-        .flush(&c.target, now_ms)
+        // Imported progress has no exact mapping: any stored one is deleted with it.
+        .flush(
+            &c.target,
+            now_ms,
+            &mut crate::offsets::OffsetMapping::default(),
+        )
         .await
         .map_err(cluster_err(flow, "writing strait's progress"))?;
     report.lines.push(format!(

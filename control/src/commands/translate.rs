@@ -7,7 +7,9 @@ use std::fmt;
 
 use crate::cluster::{Cluster, ClusterError, CommittedOffset};
 use crate::config::{FlowConfig, Mm2Config, OffsetSyncsLocation};
-use crate::duties::offsets::{OffsetsError, cluster_for, seed_from_progress, target_state};
+use crate::duties::offsets::{
+    OffsetsError, cluster_for, restore_mappings, seed_from_progress, target_state,
+};
 use crate::model::TopicPartition;
 use crate::offsets::{
     Checkpoint, CheckpointStore, GroupSyncReport, Precision, TargetGroupState, TranslatedOffset,
@@ -73,7 +75,20 @@ impl Answer {
         }
     }
 
-    /// The PRECISION column.
+    /// The MAX-REREAD column: for an approximate answer, at most how many records a consumer
+    /// resuming there re-reads (`unbounded` when nothing bounds it); `-` otherwise.
+    pub fn max_reread_cell(&self) -> String {
+        match self {
+            Self::Translated(TranslatedOffset {
+                precision: Precision::Approximate,
+                max_reread,
+                ..
+            }) => max_reread.map_or_else(|| "unbounded".to_string(), |n| n.to_string()),
+            _ => "-".to_string(),
+        }
+    }
+
+    /// The precision's label.
     pub fn label(&self) -> &'static str {
         match self {
             Self::Translated(t) => match t.precision {
@@ -139,10 +154,11 @@ impl fmt::Display for TranslateReport {
             "TARGET-TOPIC",
             "TARGET-OFFSET",
             "PRECISION",
+            "MAX-REREAD",
             "LAST-CHECKPOINT",
             "TARGET-COMMITTED",
         ];
-        let mut lines: Vec<[String; 8]> = vec![header.map(String::from)];
+        let mut lines: Vec<[String; 9]> = vec![header.map(String::from)];
         for r in &self.rows {
             lines.push([
                 r.source.topic.clone(),
@@ -151,11 +167,12 @@ impl fmt::Display for TranslateReport {
                 r.target.topic.clone(),
                 dash(r.answer.downstream()),
                 r.answer.label().to_string(),
+                r.answer.max_reread_cell(),
                 dash(r.last_checkpoint),
                 dash(r.target_committed),
             ]);
         }
-        let mut widths = [0usize; 8];
+        let mut widths = [0usize; 9];
         for l in &lines {
             for (w, c) in widths.iter_mut().zip(l) {
                 *w = (*w).max(c.len());
@@ -358,8 +375,8 @@ async fn target_group(
 }
 
 /// `strait offsets translate`: translates `group`'s committed source offsets for one flow from
-/// the offset-syncs topic and strait's stored progress, without replicating or writing
-/// anything.
+/// strait's stored progress and exact mapping and the offset-syncs topic, without replicating
+/// or writing anything.
 pub async fn translate_command(
     cfg: &Mm2Config,
     flow: Option<&str>,
@@ -388,7 +405,16 @@ pub async fn translate_command(
     translator.store_mut().start(!checkpoints_ok);
     let syncs = read_offset_syncs(flow, &mut translator).await?;
     translator.store_mut().mark_read_to_end();
-    let stored = progress::read_stored(&target, &flow.source).await;
+    // Exact from the stored mapping where strait copied; the offset syncs and the one exact
+    // pair of `seed_from_progress` elsewhere (progress imported from MM2 or written before
+    // the mapping was stored).
+    let (stored, mappings) = progress::read_stored_with_mappings(
+        &target,
+        &flow.source,
+        cfg.strait.mapping_max_runs_per_partition.value,
+    )
+    .await;
+    restore_mappings(&mut translator, flow, mappings);
     seed_from_progress(&mut translator, flow, &target, &stored).await;
 
     let committed = source
@@ -444,6 +470,7 @@ mod tests {
                 downstream,
                 precision,
                 source: TranslationSource::SyncStore,
+                max_reread: None,
             })
         };
         let cp = |upstream, downstream| Checkpoint {

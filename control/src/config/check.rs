@@ -492,6 +492,10 @@ fn strait_settings(out: &mut String, s: &StraitSettings) {
             text(&s.progress_topic_replication_factor),
         ),
         (
+            "strait.mapping.max.runs.per.partition",
+            text(&s.mapping_max_runs_per_partition),
+        ),
+        (
             "strait.on.lost.position",
             text(&map(&s.on_lost_position, |o| {
                 format!("{o:?}").to_ascii_lowercase()

@@ -322,6 +322,7 @@ fn strait_changes(old: &StraitSettings, new: &StraitSettings) -> Vec<String> {
             "strait.memory.bytes" => memory_bytes,
             "strait.progress.topic.replication.factor" => progress_topic_replication_factor,
             "strait.on.lost.position" => on_lost_position,
+            "strait.mapping.max.runs.per.partition" => mapping_max_runs_per_partition,
             "strait.metrics.enabled" => metrics_enabled,
         )
     };

@@ -1441,6 +1441,13 @@ pub static STRAIT_KEYS: &[KeyDef] = &[
         Some("fail"),
         U,
     ),
+    // Bounds are MIN_MAX_SEGMENTS and MAX_MAX_SEGMENTS of offsets::mapping.
+    k(
+        "strait.mapping.max.runs.per.partition",
+        Ty::Int(256, 16_384),
+        Some("1024"),
+        U,
+    ),
     k("strait.metrics.enabled", Ty::Bool, Some("true"), U),
     k("strait.metrics.per.partition", Ty::Bool, Some("true"), U),
     k(

@@ -451,6 +451,13 @@ pub struct StraitSettings {
     pub memory_bytes: Setting<u64>,
     /// `strait.progress.topic.replication.factor`: default 3; -1 for the broker default.
     pub progress_topic_replication_factor: Setting<i16>,
+    /// `strait.mapping.max.runs.per.partition`: the runs of one partition's exact offset
+    /// mapping kept in memory and stored with its progress, default 1 024 (256..=16 384). A
+    /// dense partition is one run; gaps (compaction, transaction markers, aborted
+    /// transactions) add runs. Past the bound the oldest history is thinned the way MM2 thins
+    /// its offset syncs (the newest quarter stays exact). Each run costs 32 bytes in memory and
+    /// about 30 stored.
+    pub mapping_max_runs_per_partition: Setting<usize>,
     /// `strait.on.lost.position`: `fail` (default) or `earliest`.
     pub on_lost_position: Setting<OnLostPosition>,
     /// `strait.metrics.enabled`: serve `/metrics`, default true (false: `/metrics` answers

@@ -1815,6 +1815,21 @@ pub(crate) fn strait_settings(
             "the same as MM2's internal topics",
             parse_replication_factor,
         ),
+        mapping_max_runs_per_partition: get(
+            &file,
+            "strait.mapping.max.runs.per.partition",
+            crate::offsets::mapping::DEFAULT_MAX_SEGMENTS,
+            "1024 runs: exact translation for 1024 gaps per partition, 32 KiB of memory and about 30 KiB stored per partition at most",
+            |v| {
+                parse_int(
+                    v,
+                    crate::offsets::mapping::MIN_MAX_SEGMENTS as i64,
+                    crate::offsets::mapping::MAX_MAX_SEGMENTS as i64,
+                    "",
+                )
+                .map(|n| n as usize)
+            },
+        ),
         on_lost_position: get(
             &file,
             "strait.on.lost.position",

@@ -66,8 +66,8 @@ use crate::model::TopicPartition;
 use crate::model::counters::{OffsetsCounters, bump};
 use crate::offsets::{
     Checkpoint, CheckpointSkip, CheckpointStore, CommittedOffset, GroupSyncAction, GroupSyncReport,
-    OffsetSyncWriter, Precision, Segment, StoredSync, SyncWriterConfig, TargetGroupState,
-    Translator, plan_group_sync, restart_seed,
+    OffsetMapping, OffsetSyncWriter, PartitionMapping, Precision, Segment, StoredSync,
+    SyncWriterConfig, TargetGroupState, Translator, plan_group_sync, restart_seed,
 };
 use crate::store::checkpoints::load_checkpoints;
 use crate::store::offset_syncs::load_syncs;
@@ -172,6 +172,23 @@ impl OffsetsSettings {
     }
 }
 
+/// Installs the stored exact mappings of the partitions `flow` replicates; returns how many.
+pub(crate) fn restore_mappings(
+    translator: &mut Translator,
+    flow: &FlowConfig,
+    restored: BTreeMap<TopicPartition, PartitionMapping>,
+) -> usize {
+    let mut n = 0;
+    for (tp, m) in restored
+        .into_iter()
+        .filter(|(tp, _)| flow.should_replicate_topic(&tp.topic))
+    {
+        translator.restore(tp, m);
+        n += 1;
+    }
+    n
+}
+
 /// Seeds the exact end pair of each partition after a restart, from the last offset sync, the
 /// target partition's end offset and strait's stored progress.
 ///
@@ -187,10 +204,13 @@ pub async fn seed_from_progress(
 ) -> usize {
     let mut candidates: Vec<(TopicPartition, TopicPartition, StoredSync, i64)> = Vec::new();
     // Only partitions this flow replicates: the progress topic also holds other topics' ends.
-    for (tp, entry) in progress
-        .iter()
-        .filter(|(tp, _)| flow.should_replicate_topic(&tp.topic))
-    {
+    for (tp, entry) in progress.iter().filter(|(tp, _)| {
+        flow.should_replicate_topic(&tp.topic)
+            && translator
+                .mapping()
+                .partition(tp)
+                .is_none_or(|m| m.run_count() == 0)
+    }) {
         let Some(latest) = translator.store().syncs_for(tp).map(|s| s[0]) else {
             continue;
         };
@@ -372,6 +392,7 @@ impl OffsetsRuntime {
         source: Rc<Cluster>,
         target: Rc<Cluster>,
         progress: &BTreeMap<TopicPartition, progress::Entry>,
+        restored: BTreeMap<TopicPartition, PartitionMapping>,
         now: Instant,
     ) -> Result<Self, OffsetsError> {
         let name = flow.name();
@@ -390,6 +411,10 @@ impl OffsetsRuntime {
             None
         };
         translator.store_mut().mark_read_to_end();
+        let exact = restore_mappings(&mut translator, flow, restored);
+        if exact > 0 {
+            tracing::info!(flow = %name, partitions = exact, "exact offset mappings restored from the stored progress");
+        }
         let seeded = seed_from_progress(&mut translator, flow, &target, progress).await;
         if seeded > 0 {
             tracing::info!(flow = %name, partitions = seeded, "exact end offsets restored from the last offset syncs and stored progress");
@@ -457,6 +482,22 @@ impl OffsetsRuntime {
     /// The flow's translation state.
     pub fn translator(&self) -> &Translator {
         &self.translator
+    }
+
+    /// The exact mapping, for the progress store to write with the progress.
+    pub fn mapping_mut(&mut self) -> &mut OffsetMapping {
+        self.translator.mapping_mut()
+    }
+
+    /// Translates these partitions from now on with their mappings read from storage (a
+    /// member of a group was assigned partitions another member replicated).
+    pub fn restore_partitions(&mut self, restored: BTreeMap<TopicPartition, PartitionMapping>) {
+        restore_mappings(&mut self.translator, &self.flow, restored);
+    }
+
+    /// An operator moved `tp` to `next_offset` (its mapping is truncated there).
+    pub fn on_seek(&mut self, tp: &TopicPartition, next_offset: i64) {
+        self.translator.seek(tp, next_offset);
     }
 
     /// The groups being checkpointed.

@@ -9,6 +9,8 @@
 //! This relies on how the data plane writes: one idempotent producer per partition, in order, so
 //! the target log past `target_offset` is exactly a prefix of what followed the stored position.
 
+use strait_dataplane::shard::MappingSegment;
+
 use crate::cluster::{Cluster, ClusterError, IsolationLevel, OffsetSpec, TopicPartition};
 use crate::store::progress::Entry;
 use crate::store::records::{self, StoredRecord};
@@ -19,7 +21,13 @@ pub enum Recovered {
     /// Resume at the stored position (nothing beyond it on the target, or nothing known).
     AsStored,
     /// The target already holds `records` records past the stored position: resume at `to`.
-    Advanced { to: i64, records: i64 },
+    /// `segments` map them exactly (they follow the stored target offset one to one, in
+    /// source order: the data plane's producer writes in order).
+    Advanced {
+        to: i64,
+        records: i64,
+        segments: Vec<MappingSegment>,
+    },
     /// The target holds more than expected but it could not be matched to the source; resume
     /// at the stored position (those records will be copied again).
     Unverified { reason: String },
@@ -60,6 +68,7 @@ pub async fn recover(
         stored.next_offset,
         source_end,
         beyond,
+        stored.target_offset,
         isolation,
     )
     .await?;
@@ -87,6 +96,7 @@ pub async fn recover(
     Ok(Recovered::Advanced {
         to: last.offset + 1,
         records: beyond,
+        segments: stretch.segments,
     })
 }
 
@@ -111,6 +121,9 @@ struct Stretch {
     counted: i64,
     first: Option<StoredRecord>,
     last: Option<StoredRecord>,
+    /// Where the counted records are on the target, from `target_start` on, as runs of
+    /// consecutive source offsets.
+    segments: Vec<MappingSegment>,
 }
 
 impl Stretch {
@@ -120,14 +133,29 @@ impl Stretch {
         from: i64,
         end: i64,
         wanted: i64,
+        target_start: i64,
         isolation: IsolationLevel,
     ) -> Result<Stretch, ClusterError> {
         let mut s = Stretch {
             counted: 0,
             first: None,
             last: None,
+            segments: Vec::new(),
         };
         records::read_range(cluster, tp, from, end, isolation, |r| {
+            let downstream = target_start + s.counted;
+            match s.segments.last_mut() {
+                Some(seg)
+                    if seg.upstream + i64::from(seg.count) == r.offset && seg.count < u32::MAX =>
+                {
+                    seg.count += 1;
+                }
+                _ => s.segments.push(MappingSegment {
+                    upstream: r.offset,
+                    downstream,
+                    count: 1,
+                }),
+            }
             s.counted += 1;
             if s.first.is_none() {
                 s.first = Some(r.clone());

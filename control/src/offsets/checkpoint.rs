@@ -94,6 +94,10 @@ pub struct TranslatedOffset {
     pub precision: Precision,
     /// Which translator answered.
     pub source: TranslationSource,
+    /// For an approximate answer: at most how many records a consumer resuming there
+    /// re-reads (the next exactly known pair bounds it); `None` when nothing bounds it (past
+    /// what was replicated) or the answer is not approximate.
+    pub max_reread: Option<i64>,
 }
 
 /// Translates `upstream` of source partition `tp`: strait's exact mapping first, MM2's
@@ -110,11 +114,24 @@ pub fn translate_offset(
     upstream: i64,
 ) -> Option<TranslatedOffset> {
     let from_mapping = mapping.map_or(Translation::BeforeHistory, |m| m.translate(upstream));
+    // Each translator's next known pair bounds the re-read of an approximate answer; both are
+    // upper bounds of the exact position, so the smaller counts.
+    let bound = |downstream: i64| {
+        let a = mapping.and_then(|m| m.next_known_downstream(upstream));
+        let b = store.next_known_downstream(tp, upstream);
+        a.into_iter()
+            .chain(b)
+            .min()
+            .map(|next| (next - downstream).max(0))
+    };
     let answer = |downstream, precision, source| {
         Some(TranslatedOffset {
             downstream,
             precision,
             source,
+            max_reread: (precision == Precision::Approximate)
+                .then(|| bound(downstream))
+                .flatten(),
         })
     };
     if let Translation::Exact(d) = from_mapping {
@@ -498,6 +515,7 @@ mod tests {
             downstream: d,
             precision: Precision::Exact,
             source: TranslationSource::Mapping,
+            max_reread: None,
         })
     }
 
@@ -550,6 +568,7 @@ mod tests {
                 downstream: -1,
                 precision: Precision::BeforeHistory,
                 source: TranslationSource::SyncStore,
+                max_reread: None,
             }),
             _ => None,
         });
@@ -715,7 +734,8 @@ mod tests {
             Some(TranslatedOffset {
                 downstream: 1020,
                 precision: Precision::Exact,
-                source: TranslationSource::Mapping
+                source: TranslationSource::Mapping,
+                max_reread: None,
             })
         );
         // Before the mapping: the store; exact at a sync, approximate between.

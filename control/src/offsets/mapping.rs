@@ -41,6 +41,15 @@
 //! `32 * max_segments.next_power_of_two()` bytes, plus 32 bytes of header: 32 KiB with the
 //! default of 1024.
 //!
+//! # Persistence
+//!
+//! The mapping is stored with strait's progress (`crate::store::mapping` has the format). To
+//! write only what changed, a mapping counts its *stable prefix*: how many leading runs are
+//! unchanged since the store last took them ([`PartitionMapping::mark_stable`]). Appending
+//! never changes a run but the last; thinning, truncation and clearing shorten the stable
+//! prefix to what they left untouched. [`PartitionMapping::restore`] rebuilds a mapping from
+//! stored runs.
+//!
 //! # Rewinds
 //!
 //! A segment that starts below the upstream end (a seek back, a re-replication after a retry)
@@ -59,6 +68,10 @@ pub const DEFAULT_MAX_SEGMENTS: usize = 1024;
 
 /// Smallest allowed bound on runs per partition: thinning needs `K >= 1` run per level.
 pub const MIN_MAX_SEGMENTS: usize = 256;
+
+/// Largest allowed bound on runs per partition: a rewrite after thinning stays well under a
+/// produce request's size (half of it, about 40 bytes a run stored).
+pub const MAX_MAX_SEGMENTS: usize = 16_384;
 
 /// Number of distance levels thinning uses: upstream distances fit in 63 bits.
 const LEVELS: usize = 63;
@@ -80,6 +93,18 @@ pub enum MappingError {
         downstream_start: i64,
         /// Record count given.
         len: i64,
+    },
+    /// Stored runs that overlap or go back (a corrupt stored mapping).
+    #[error(
+        "{tp}: stored mapping run upstream {upstream_start}, downstream {downstream_start} overlaps the run before it"
+    )]
+    OutOfOrder {
+        /// Source partition.
+        tp: TopicPartition,
+        /// Upstream start offset of the run.
+        upstream_start: i64,
+        /// Downstream start offset of the run.
+        downstream_start: i64,
     },
     /// `max_segments` below [`MIN_MAX_SEGMENTS`].
     #[error("max segments per partition must be at least {MIN_MAX_SEGMENTS}, got {max_segments}")]
@@ -182,6 +207,13 @@ impl Run {
 pub struct PartitionMapping {
     runs: VecDeque<Run>,
     max_segments: usize,
+    /// Leading runs unchanged since the last [`PartitionMapping::mark_stable`] (see the module
+    /// docs' "Persistence"); never more than `runs.len()`.
+    stable: usize,
+    /// Every source record below this offset is replicated and its segments applied (the
+    /// shard's acknowledged end); `None` when not known (nothing acknowledged yet, or an
+    /// operator moved the position since).
+    acked_end: Option<i64>,
 }
 
 impl Default for PartitionMapping {
@@ -189,8 +221,21 @@ impl Default for PartitionMapping {
         Self {
             runs: VecDeque::new(),
             max_segments: DEFAULT_MAX_SEGMENTS,
+            stable: 0,
+            acked_end: None,
         }
     }
+}
+
+/// A run as stored: its records and whether the upstream gap before it holds only records that
+/// were never replicated ([`PartitionMapping::restore`], [`PartitionMapping::stored_runs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredRun {
+    /// The run's records.
+    pub segment: Segment,
+    /// False when thinning removed runs in the gap before this one (translation there is
+    /// approximate). Meaningless for the first run.
+    pub exact_gap_before: bool,
 }
 
 impl PartitionMapping {
@@ -203,7 +248,98 @@ impl PartitionMapping {
         Ok(Self {
             runs: VecDeque::new(),
             max_segments,
+            stable: 0,
+            acked_end: None,
         })
+    }
+
+    /// Every source record below `next_offset` is replicated and its segments applied.
+    pub fn set_acked_end(&mut self, next_offset: i64) {
+        self.acked_end = Some(next_offset);
+    }
+
+    /// The acknowledged end, if known.
+    pub fn acked_end(&self) -> Option<i64> {
+        self.acked_end
+    }
+
+    /// Rebuilds a stored mapping (oldest run first) holding at most `max_segments` runs. The
+    /// runs must be valid and increasing on both sides, as [`PartitionMapping::stored_runs`]
+    /// gave them; more runs than the bound are thinned. All restored runs count as stable when
+    /// `stable` is true (they are what the store holds), none otherwise.
+    pub fn restore(
+        tp: &TopicPartition,
+        max_segments: usize,
+        runs: impl IntoIterator<Item = StoredRun>,
+        stable: bool,
+    ) -> Result<Self, MappingError> {
+        let mut m = Self::new(max_segments)?;
+        for r in runs {
+            let s = r.segment;
+            let invalid = || MappingError::InvalidSegment {
+                tp: tp.clone(),
+                upstream_start: s.upstream_start,
+                downstream_start: s.downstream_start,
+                len: s.len,
+            };
+            if !s.is_valid() {
+                return Err(invalid());
+            }
+            if let Some(last) = m.runs.back()
+                && (s.upstream_start < last.upstream_end()
+                    || s.downstream_start < last.downstream_end())
+            {
+                return Err(MappingError::OutOfOrder {
+                    tp: tp.clone(),
+                    upstream_start: s.upstream_start,
+                    downstream_start: s.downstream_start,
+                });
+            }
+            if m.runs.len() >= m.max_segments {
+                m.thin();
+            }
+            m.runs.push_back(Run {
+                upstream_start: s.upstream_start,
+                downstream_start: s.downstream_start,
+                len: s.len,
+                exact_gap_before: r.exact_gap_before,
+            });
+        }
+        m.stable = if stable { m.runs.len() } else { 0 };
+        Ok(m)
+    }
+
+    /// The retained runs as stored, oldest first.
+    pub fn stored_runs(&self) -> impl ExactSizeIterator<Item = StoredRun> + '_ {
+        self.runs.iter().map(|r| StoredRun {
+            segment: Segment::new(r.upstream_start, r.downstream_start, r.len),
+            exact_gap_before: r.exact_gap_before,
+        })
+    }
+
+    /// How many leading runs are unchanged since the last [`PartitionMapping::mark_stable`].
+    pub fn stable_prefix(&self) -> usize {
+        self.stable
+    }
+
+    /// The store holds the first `runs` runs as they are now.
+    pub fn mark_stable(&mut self, runs: usize) {
+        debug_assert!(runs <= self.runs.len());
+        self.stable = runs.min(self.runs.len());
+    }
+
+    /// An operator moved the partition's position to `upstream`: every upstream offset
+    /// `>= upstream` is dropped (what follows will be copied again, elsewhere on the target),
+    /// and the acknowledged end is unknown until the shard reports again.
+    pub fn truncate(&mut self, upstream: i64) {
+        self.acked_end = None;
+        if self
+            .runs
+            .back()
+            .is_some_and(|last| upstream < last.upstream_end())
+        {
+            self.truncate_from(upstream);
+        }
     }
 
     /// Records an acknowledged segment. `tp` is only used for the error message.
@@ -228,11 +364,13 @@ impl PartitionMapping {
             if segment.downstream_start < last.downstream_end() {
                 // The target went backwards: old downstream offsets are no longer trustworthy.
                 self.runs.clear();
+                self.stable = 0;
             } else if segment.upstream_start == last.upstream_end()
                 && segment.downstream_start == last.downstream_end()
             {
                 // Both ends continue: one longer run. Cannot overflow: the segment's ends fit.
                 last.len += segment.len;
+                self.stable = self.stable.min(self.runs.len() - 1);
                 return Ok(());
             }
         }
@@ -266,6 +404,8 @@ impl PartitionMapping {
     /// whether the gap now before `upstream` is still exact.
     fn truncate_from(&mut self, upstream: i64) -> bool {
         let idx = self.runs.partition_point(|r| r.upstream_end() <= upstream);
+        // Runs from `idx` on are shortened or dropped.
+        self.stable = self.stable.min(idx);
         let mut exact = true;
         if let Some(run) = self.runs.get_mut(idx) {
             if run.upstream_start < upstream {
@@ -290,6 +430,8 @@ impl PartitionMapping {
         let older = self.runs.len().saturating_sub(recent);
         let mut kept: VecDeque<Run> = VecDeque::with_capacity(self.runs.capacity());
         let mut dropped = false;
+        // Runs before the first one dropped stay where they were, unchanged.
+        let mut first_dropped = None;
         for (i, run) in self.runs.drain(..).enumerate() {
             let keep = match kept.back() {
                 None => true,
@@ -312,9 +454,13 @@ impl PartitionMapping {
                 kept.push_back(run);
             } else {
                 dropped = true;
+                first_dropped.get_or_insert(i);
             }
         }
         self.runs = kept;
+        if let Some(i) = first_dropped {
+            self.stable = self.stable.min(i);
+        }
     }
 
     /// Translates upstream offset `upstream`; see the module docs.
@@ -338,6 +484,13 @@ impl PartitionMapping {
             None if upstream == run.upstream_end() => Translation::Exact(run.downstream_end()),
             None => Translation::Approximate(run.downstream_end()),
         }
+    }
+
+    /// The downstream offset of the first retained run starting after `upstream`: the exact
+    /// answer for `upstream` is at or before it. `None` past the last run.
+    pub fn next_known_downstream(&self, upstream: i64) -> Option<i64> {
+        let idx = self.runs.partition_point(|r| r.upstream_start <= upstream);
+        self.runs.get(idx).map(|next| next.downstream_start)
     }
 
     /// Number of retained runs.
@@ -422,6 +575,43 @@ impl OffsetMapping {
     /// The mapping of one partition.
     pub fn partition(&self, tp: &TopicPartition) -> Option<&PartitionMapping> {
         self.partitions.get(tp)
+    }
+
+    /// The mapping of one partition, to mark what the store holds.
+    pub fn partition_mut(&mut self, tp: &TopicPartition) -> Option<&mut PartitionMapping> {
+        self.partitions.get_mut(tp)
+    }
+
+    /// Every source record of `tp` below `next_offset` is replicated and its segments applied.
+    pub fn set_acked_end(&mut self, tp: TopicPartition, next_offset: i64) {
+        match self.partitions.get_mut(&tp) {
+            Some(m) => m.set_acked_end(next_offset),
+            None => {
+                let mut m = PartitionMapping {
+                    max_segments: self.max_segments,
+                    ..PartitionMapping::default()
+                };
+                m.set_acked_end(next_offset);
+                self.partitions.insert(tp, m);
+            }
+        }
+    }
+
+    /// Replaces the mapping of `tp` with one read from the store.
+    pub fn insert(&mut self, tp: TopicPartition, mapping: PartitionMapping) {
+        self.partitions.insert(tp, mapping);
+    }
+
+    /// Drops every upstream offset of `tp` at or after `upstream` (a seek back).
+    pub fn truncate(&mut self, tp: &TopicPartition, upstream: i64) {
+        if let Some(m) = self.partitions.get_mut(tp) {
+            m.truncate(upstream);
+        }
+    }
+
+    /// The bound on runs per partition.
+    pub fn max_segments(&self) -> usize {
+        self.max_segments
     }
 
     /// Forgets a partition (revoked, or its topic deleted or recreated).
@@ -652,6 +842,67 @@ mod tests {
         pairs
             .get(idx)
             .map_or_else(|| pairs.last().map_or(0, |&(_, d)| d + 1), |&(_, d)| d)
+    }
+
+    #[test]
+    fn truncation_forgets_the_acknowledged_end() {
+        let mut m = mapping(&[(0, 0, 10), (20, 10, 10)]);
+        m.set_acked_end(31);
+        m.truncate(25);
+        assert_eq!(m.acked_end(), None);
+        assert_eq!(m.upstream_end(), Some(25));
+        // A truncation past the end drops nothing, but still forgets the end.
+        m.set_acked_end(25);
+        m.truncate(40);
+        assert_eq!((m.upstream_end(), m.acked_end()), (Some(25), None));
+    }
+
+    #[test]
+    fn restore_rejects_overlaps_and_thins_past_the_bound() {
+        let run = |u, d, n| StoredRun {
+            segment: Segment::new(u, d, n),
+            exact_gap_before: true,
+        };
+        assert!(matches!(
+            PartitionMapping::restore(&tp(), 256, [run(0, 0, 10), run(5, 20, 1)], true),
+            Err(MappingError::OutOfOrder { .. })
+        ));
+        let many: Vec<StoredRun> = (0..1000).map(|i| run(i * 2, i, 1)).collect();
+        let m = PartitionMapping::restore(&tp(), 256, many, true).unwrap();
+        assert!(m.run_count() <= 256);
+        assert_eq!(m.translate(1998), Translation::Exact(999));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// What the store took stays what it was: after any appends, rewinds, thinning and
+        /// truncations, the first `stable_prefix()` runs are those marked stable.
+        #[test]
+        fn the_stable_prefix_is_unchanged_since_marked(
+            ops in proptest::collection::vec((batch(), 0u8..12), 1..900),
+        ) {
+            let mut m = PartitionMapping::new(MIN_MAX_SEGMENTS).unwrap();
+            let mut marked: Vec<StoredRun> = Vec::new();
+            let (mut u, mut d) = (0i64, 0i64);
+            for (b, op) in ops {
+                match op {
+                    0 => { u = (u - 30).max(0); m.truncate(u); }
+                    1 => d += 1,
+                    2 => { marked = m.stored_runs().collect(); m.mark_stable(marked.len()); }
+                    _ => {}
+                }
+                u += b.upstream_gap;
+                d += b.downstream_gap;
+                m.append(&tp(), Segment::new(u, d, b.len)).unwrap();
+                u += b.len;
+                d += b.len;
+                let now: Vec<StoredRun> = m.stored_runs().collect();
+                let stable = m.stable_prefix();
+                prop_assert!(stable <= now.len() && stable <= marked.len());
+                prop_assert_eq!(&now[..stable], &marked[..stable]);
+            }
+        }
     }
 
     proptest! {

@@ -187,6 +187,22 @@ impl OffsetSyncStore {
         })
     }
 
+    /// The downstream offset of the oldest retained sync whose upstream offset is past
+    /// `upstream`: the exact position of `upstream` is at or before it. `None` when there is
+    /// none.
+    pub fn next_known_downstream(&self, tp: &TopicPartition, upstream: i64) -> Option<i64> {
+        if !self.read_to_end {
+            return None;
+        }
+        // Newest first: the last sync past `upstream` is the nearest one.
+        self.syncs
+            .get(tp)?
+            .iter()
+            .rev()
+            .find(|s| s.upstream_offset > upstream)
+            .map(|s| s.downstream_offset)
+    }
+
     /// The sync array of a partition (Java's `syncFor`, for inspection and tests).
     pub fn syncs_for(&self, tp: &TopicPartition) -> Option<&[StoredSync; SYNCS_PER_PARTITION]> {
         self.syncs.get(tp).map(|b| &**b)

@@ -3,21 +3,17 @@
 //! the one exact pair a restart can trust per partition ([`restart_seed`]).
 #![deny(clippy::disallowed_methods)]
 
-use std::collections::HashMap;
-
 use super::TopicPartition;
 use super::checkpoint::{Precision, TranslatedOffset, TranslationSource, translate_offset};
-use super::mapping::{MappingError, OffsetMapping, Segment};
+use super::mapping::{MappingError, OffsetMapping, PartitionMapping, Segment};
 use super::sync_store::{OffsetSyncStore, StoredSync};
 
 /// Everything translation needs for one flow: strait's exact mapping, each partition's
 /// acknowledged end, and MM2's offset-sync store.
 #[derive(Debug, Default)]
 pub struct Translator {
+    /// Per source partition, the runs and the acknowledged end.
     mapping: OffsetMapping,
-    /// Per source partition: every source record below this offset is replicated, and its
-    /// mapping segments have been applied.
-    acked_end: HashMap<TopicPartition, i64>,
     store: OffsetSyncStore,
 }
 
@@ -36,13 +32,14 @@ impl Translator {
         // next one written, at the mapping's downstream end.
         if let Some(m) = mapping
             && let (Some(up_end), Some(down_end)) = (m.upstream_end(), m.downstream_end())
-            && let Some(&acked) = self.acked_end.get(tp)
+            && let Some(acked) = m.acked_end()
             && (up_end..=acked).contains(&upstream)
         {
             return Some(TranslatedOffset {
                 downstream: down_end,
                 precision: Precision::Exact,
                 source: TranslationSource::Mapping,
+                max_reread: None,
             });
         }
         answer
@@ -55,14 +52,13 @@ impl Translator {
 
     /// Every source record of `tp` below `next_offset` is replicated and its segments applied.
     pub fn set_acked_end(&mut self, tp: TopicPartition, next_offset: i64) {
-        self.acked_end.insert(tp, next_offset);
+        self.mapping.set_acked_end(tp, next_offset);
     }
 
     /// Forgets what is known of `tp` from strait's own replication (its topic was deleted or
     /// recreated); the sync store keeps MM2's history.
     pub fn forget(&mut self, tp: &TopicPartition) {
         self.mapping.remove(tp);
-        self.acked_end.remove(tp);
     }
 
     /// The sync store (read from the offset-syncs topic, plus the syncs strait wrote since).
@@ -78,6 +74,23 @@ impl Translator {
     /// The exact mapping.
     pub fn mapping(&self) -> &OffsetMapping {
         &self.mapping
+    }
+
+    /// The exact mapping, for the progress store to mark what it holds.
+    pub fn mapping_mut(&mut self) -> &mut OffsetMapping {
+        &mut self.mapping
+    }
+
+    /// Translates `tp` from now on with a mapping read from storage.
+    pub fn restore(&mut self, tp: TopicPartition, mapping: PartitionMapping) {
+        self.mapping.insert(tp, mapping);
+    }
+
+    /// An operator moved `tp` to `next_offset`: history from there on is forgotten (what
+    /// follows will be copied again), and nothing is exact past the mapping until the shard
+    /// acknowledges again.
+    pub fn seek(&mut self, tp: &TopicPartition, next_offset: i64) {
+        self.mapping.truncate(tp, next_offset);
     }
 }
 

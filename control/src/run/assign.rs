@@ -320,6 +320,7 @@ mod tests {
             topic_id: [1; 16],
             end_offset: 9,
             failed: failed.map(String::from),
+            recovered: Vec::new(),
         }))
     }
 

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand, ShardHandle};
 
+use super::FlowRuntime;
 use super::assign::Partitions;
-use super::{FlowRuntime, now_ms};
 use crate::api::command::{
     Action, ConnectOffset, ConnectPartition, ConnectPosition, OffsetApplied, OffsetChange, Scope,
 };
@@ -185,7 +185,7 @@ async fn act(scope: &Scope, action: Action, ctx: &mut Ctx<'_>) -> Result<Reply, 
     if action == Action::Stop {
         // What the shards acknowledge after this still arrives in their reports and is
         // written by the next periodic flush.
-        if let Err(e) = f.progress.flush(&f.target, now_ms()).await {
+        if let Err(e) = f.flush_progress().await {
             tracing::warn!(error = %e, "cannot write progress after a stop; will retry");
         }
     }
@@ -209,8 +209,7 @@ async fn set_offsets(
         }
     }
     let f = &mut ctx.flows[fid as usize];
-    f.progress
-        .flush(&f.target, now_ms())
+    f.flush_progress()
         .await
         .map_err(|e| CommandError::Unavailable {
             message: format!(
@@ -330,8 +329,10 @@ fn apply_one(
     send_both(ctx.shards, st, key, after)?;
     st.next_offset = after;
     st.failed = None;
+    let tp = TopicPartition::new(&*key.topic, key.partition);
+    ctx.flows[fid as usize].offsets.on_seek(&tp, after);
     ctx.flows[fid as usize].progress.update(
-        &TopicPartition::new(&*key.topic, key.partition),
+        &tp,
         progress::Entry {
             next_offset: after,
             topic_id: st.topic_id,

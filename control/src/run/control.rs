@@ -212,9 +212,7 @@ async fn flush_if_due(
         if !may_write {
             // A member that lost its membership writes no progress (another member may
             // replicate these partitions by now).
-        } else if let Some(Err(e)) =
-            with_deadline("progress flush", f.progress.flush(&f.target, now_ms())).await
-        {
+        } else if let Some(Err(e)) = with_deadline("progress flush", f.flush_progress()).await {
             tracing::warn!(error = %e, "cannot write progress; will retry");
         }
         let _ = with_deadline(

@@ -61,6 +61,20 @@ pub(super) fn assign(
         }
         _ => changes,
     };
+    // What crash recovery found on the target joins the exact mapping of the partitions this
+    // member starts.
+    for c in &changes {
+        if let TopicChange::Start(np) = c
+            && !np.recovered.is_empty()
+            && np.failed.is_none()
+            && let Some(f) = flows.get_mut(np.key.flow as usize)
+        {
+            f.offsets
+                .on_segments(&np.key.topic, np.key.partition, &np.recovered);
+            f.offsets
+                .on_progress(&np.key.topic, np.key.partition, np.assignment.start_offset);
+        }
+    }
     for effect in apply_topic_changes(changes, parts, shards.len(), opts.reset_lost_positions) {
         match effect {
             Effect::Send { shard, command } => shards[shard]
@@ -70,6 +84,8 @@ pub(super) fn assign(
             Effect::Reset { flow, tp, entry } => {
                 if let Some(f) = flows.get_mut(flow as usize) {
                     f.lost_position_resets += 1;
+                    // A new topic: the old one's offset history means nothing for it.
+                    f.offsets.forget_partition(&tp);
                     f.progress.update(&tp, entry);
                 }
             }

@@ -188,6 +188,10 @@ fn apply_failure(
             st.next_offset = *log_start_offset;
             if let Some(f) = flows.get_mut(st.flow as usize) {
                 f.lost_position_resets += 1;
+                f.offsets.on_seek(
+                    &TopicPartition::new(&*key.topic, key.partition),
+                    *log_start_offset,
+                );
             }
             return;
         }

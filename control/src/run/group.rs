@@ -515,8 +515,12 @@ impl GroupLink {
             let Some(f) = flows.get_mut(*fid as usize) else {
                 continue;
             };
-            if let Err(e) = f.progress.reload(&f.target, tps).await {
-                tracing::warn!(error = %e, "cannot read the stored progress of newly assigned partitions; starting them from what was read at start (records may be copied again)");
+            // The previous owner's stored progress and exact mapping: translation stays exact.
+            match f.progress.reload(&f.target, tps).await {
+                Ok(mappings) => f.offsets.restore_partitions(mappings),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the stored progress of newly assigned partitions; starting them from what was read at start (records may be copied again)");
+                }
             }
             for tp in tps {
                 f.topics.restart_partition(&tp.topic, tp.partition);
@@ -559,7 +563,7 @@ impl GroupLink {
                 let Some(f) = flows.get_mut(*fid as usize) else {
                     continue;
                 };
-                if let Err(e) = f.progress.flush(&f.target, now_ms()).await {
+                if let Err(e) = f.flush_progress().await {
                     tracing::warn!(error = %e, "cannot write the final progress of revoked partitions; their next owner may copy some records again");
                 }
             }

@@ -178,6 +178,13 @@ impl FlowRuntime {
     pub(crate) fn name(&self) -> String {
         format!("{}->{}", self.plan.source, self.plan.target)
     }
+
+    /// Writes the changed progress, each partition's with its exact mapping.
+    pub(crate) async fn flush_progress(&mut self) -> Result<usize, crate::cluster::ClusterError> {
+        self.progress
+            .flush(&self.target, now_ms(), self.offsets.mapping_mut())
+            .await
+    }
 }
 
 fn now_ms() -> i64 {

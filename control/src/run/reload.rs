@@ -325,7 +325,7 @@ async fn stop_flow(cx: &mut Loop<'_>, fid: FlowId, remove: bool) {
     {
         tracing::warn!(flow = %f.name(), "the last offset syncs were not published within {STEP_TIMEOUT:?}");
     }
-    match tokio::time::timeout(STEP_TIMEOUT, f.progress.flush(&f.target, now_ms())).await {
+    match tokio::time::timeout(STEP_TIMEOUT, f.flush_progress()).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => {
             tracing::warn!(flow = %f.name(), error = %e, "cannot write the final progress")

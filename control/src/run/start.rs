@@ -51,8 +51,13 @@ pub(super) async fn open_flow(
         }
         Err(e) => return Err(e.into()),
     }
-    let progress =
-        ProgressStore::open(&target, &plan.source, plan.progress_replication_factor).await?;
+    let mut progress = ProgressStore::open_bounded(
+        &target,
+        &plan.source,
+        plan.progress_replication_factor,
+        plan.mapping_max_runs,
+    )
+    .await?;
     tracing::info!(
         flow = %format!("{}->{}", plan.source, plan.target),
         stored = progress.entries().len(),
@@ -70,11 +75,13 @@ pub(super) async fn open_flow(
     liveness
         .beat_if_due(&target, Instant::now(), now_ms())
         .await;
+    let restored = progress.take_restored();
     let offsets = OffsetsRuntime::start(
         &plan.config,
         source.clone(),
         target.clone(),
         progress.entries(),
+        restored,
         Instant::now(),
     )
     .await?;

@@ -97,7 +97,7 @@ async fn final_writes(flows: &mut [FlowRuntime], opts: &RunOptions) -> Result<()
         f.offsets.finish(opts.until_caught_up, now_ms()).await;
     }
     for f in flows.iter_mut().filter(|f| !f.retired) {
-        f.progress.flush(&f.target, now_ms()).await?;
+        f.flush_progress().await?;
         // Import and export may run from now on.
         if let Err(e) = f.liveness.stopped(&f.target, now_ms()).await {
             tracing::warn!("cannot record the clean stop: {e}");

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use strait_dataplane::shard::{Assignment, ClusterEndpoint, FlowId, PartitionKey};
+use strait_dataplane::shard::{Assignment, ClusterEndpoint, FlowId, MappingSegment, PartitionKey};
 
 pub mod decide;
 
@@ -91,6 +91,9 @@ pub struct NewPartition {
     pub end_offset: i64,
     /// The partition cannot start: why.
     pub failed: Option<String>,
+    /// Records crash recovery found already on the target past the stored progress, and where
+    /// (the partition starts after them): the exact mapping takes them.
+    pub recovered: Vec<MappingSegment>,
 }
 
 /// What the control loop must do after a topic-management pass.
@@ -547,11 +550,14 @@ impl TopicSync {
             plan.start_at_earliest,
             io.reset_lost_positions,
         );
+        let mut recovered = Vec::new();
         let (start, failed) = match decision {
             StartDecision::Start(o)
                 if (first_pass || self.recover.remove(&tp)) && io.progress.get(&tp).is_some() =>
             {
-                (recover_start(io, &tp, &remote, o).await, None)
+                let (start, segments) = recover_start(io, &tp, &remote, o).await;
+                recovered = segments;
+                (start, None)
             }
             StartDecision::Start(o) => (o, None),
             StartDecision::Reset { offset, warning } => {
@@ -588,6 +594,7 @@ impl TopicSync {
             topic_id: t.topic_id,
             end_offset: hi,
             failed,
+            recovered,
         }))
     }
 
@@ -816,6 +823,7 @@ impl TopicSync {
                 topic_id: [0; 16],
                 end_offset: 0,
                 failed: Some(msg.clone()),
+                recovered: Vec::new(),
             })));
         }
         self.creation_failures.insert(source.to_string(), msg);
@@ -1048,15 +1056,16 @@ impl SourceOffsets {
 
 /// At process start, a partition with stored progress may have been replicated further
 /// before an unclean stop: skip what the target provably already holds (see
-/// [`crate::duties::recovery`]). Any doubt or error resumes at the stored offset.
+/// [`crate::duties::recovery`]). Any doubt or error resumes at the stored offset. Returns where
+/// to start and the mapping of the records skipped.
 async fn recover_start(
     io: &FlowIo<'_>,
     tp: &TopicPartition,
     remote: &str,
     stored_offset: i64,
-) -> i64 {
+) -> (i64, Vec<MappingSegment>) {
     let Some(entry) = io.progress.get(tp) else {
-        return stored_offset;
+        return (stored_offset, Vec::new());
     };
     let target_tp = TopicPartition::new(remote, tp.partition);
     match crate::duties::recovery::recover(
@@ -1070,18 +1079,22 @@ async fn recover_start(
     )
     .await
     {
-        Ok(crate::duties::recovery::Recovered::AsStored) => stored_offset,
-        Ok(crate::duties::recovery::Recovered::Advanced { to, records }) => {
+        Ok(crate::duties::recovery::Recovered::AsStored) => (stored_offset, Vec::new()),
+        Ok(crate::duties::recovery::Recovered::Advanced {
+            to,
+            records,
+            segments,
+        }) => {
             tracing::info!(partition = %tp, flow = %io.flow(), from = stored_offset, to, records, "the target already held records replicated after the last progress store (unclean stop); resuming after them");
-            to
+            (to, segments)
         }
         Ok(crate::duties::recovery::Recovered::Unverified { reason }) => {
             tracing::warn!(partition = %tp, flow = %io.flow(), "{reason}; resuming at the stored offset {stored_offset} (records after it may be copied again)");
-            stored_offset
+            (stored_offset, Vec::new())
         }
         Err(e) => {
             tracing::warn!(partition = %tp, flow = %io.flow(), "cannot check how far the target got ({e}); resuming at the stored offset {stored_offset}");
-            stored_offset
+            (stored_offset, Vec::new())
         }
     }
 }
