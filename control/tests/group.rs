@@ -8,14 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use strait_control::offsets::Heartbeat;
 use strait_control::store::progress;
 use strait_tests::log::{create_topic, offsets, read_records, read_topic};
 use strait_tests::strait::Strait;
-use strait_tests::{Testbed, repo_root, testbed_clusters_config, testbed_mm2_config, unique};
+use strait_tests::{Testbed, testbed_clusters_config, testbed_mm2_config, unique};
 
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
 
@@ -350,29 +350,9 @@ fn a_second_process_with_the_same_instance_id_stops_the_first() {
     second.strait.wait(Duration::from_secs(30)).expect_code(0);
 }
 
-/// Kafka's `kafka-verifiable-producer`: `n` records at `per_second`, acks=all.
+/// Kafka's `kafka-verifiable-producer` on the source: `n` records at `per_second`, acks=all.
 fn verifiable_producer(topic: &str, n: u64, per_second: u64) -> std::process::Child {
-    Command::new(repo_root().join("scripts/kafka-tool"))
-        .args([
-            "kafka-verifiable-producer",
-            "--bootstrap-server",
-            Testbed::get().source(),
-            "--topic",
-            topic,
-            "--max-messages",
-            &n.to_string(),
-            "--throughput",
-            &per_second.to_string(),
-            "--acks",
-            "-1",
-            "--repeating-keys",
-            "1000",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kafka-verifiable-producer starts")
+    strait_tests::verifiable_producer(Testbed::get().source(), topic, n, per_second)
 }
 
 /// Source records missing on the target and target records beyond the source's (duplicates),
@@ -812,4 +792,127 @@ fn checkpoints_after_a_rebalance_stay_exact_for_remote_cluster_utils() {
         rounds.len()
     );
     stop_all(vec![first, second]);
+}
+
+/// Issue 22 after a hand-over: a group behind (its position in history another member copied)
+/// translates exactly once its partitions moved: the new owner reads the previous owner's
+/// stored mapping before it translates (the members started before that history existed, so
+/// only the hand-over can give it to them). Every checkpoint is exact, and RemoteClusterUtils
+/// and the synced group offsets agree with the records.
+#[test]
+fn a_group_behind_translates_exactly_after_its_partitions_move() {
+    use strait_tests::translation::{Oracle, commit_offsets};
+    let tb = Testbed::get();
+    let topic = unique("group-behind");
+    let remote = format!("A.{topic}");
+    create_topic(tb.source(), &topic, 6, &[]);
+    let cfg = testbed_mm2_config(
+        &topic,
+        &format!(
+            "{GROUP}emit.checkpoints.interval.seconds = 1\n\
+             sync.group.offsets.enabled = true\n\
+             sync.group.offsets.interval.seconds = 1\n\
+             refresh.groups.interval.seconds = 1\n"
+        ),
+    );
+    let members: Vec<Member> = (0..3).map(|_| Member::start(&cfg)).collect();
+    let all: Vec<&Member> = members.iter().collect();
+    wait_balanced(&all, 6);
+    // Aborted transactions and markers: target offsets differ from source offsets.
+    let spec = ["c30", "a10", "c25", "a5", "c40", "a8", "c35", "c20"]
+        .repeat(3)
+        .join(",");
+    strait_tests::offsets_tool().run(
+        &[
+            "produce-tx",
+            tb.source(),
+            &topic,
+            &unique("grp-txid"),
+            &spec,
+        ],
+        None,
+    );
+    let oracle = eventually(
+        90,
+        "every committed record copied",
+        || logs(&all),
+        || {
+            let o = Oracle::read(&topic, &remote);
+            (0..6)
+                .all(|p| {
+                    o.source_offsets(p)
+                        .iter()
+                        .all(|x| o.try_exact(p, *x).is_some())
+                })
+                .then_some(o)
+        },
+    );
+    let group = unique("behind-group");
+    let at = |fraction: usize| -> Vec<(i32, i64)> {
+        (0..6)
+            .map(|p| {
+                let offsets = oracle.source_offsets(p);
+                (p, offsets[offsets.len() * fraction / 4] + 1)
+            })
+            .collect()
+    };
+    let wait_exact = |positions: &[(i32, i64)], members: &[&Member], what: &str| {
+        let expected: BTreeMap<i32, i64> = positions
+            .iter()
+            .map(|(p, o)| (*p, oracle.exact(*p, *o)))
+            .collect();
+        let last = std::cell::RefCell::new(String::new());
+        eventually(
+            90,
+            what,
+            || format!("{}\n{}", last.borrow(), logs(members)),
+            || {
+                let checkpointed = remote_cluster_utils(&group);
+                let synced: BTreeMap<i32, i64> =
+                    strait_tests::translation::group_offsets(tb.target(), &group)
+                        .into_iter()
+                        .filter(|((t, _), _)| *t == remote)
+                        .map(|((_, p), o)| (p, o))
+                        .collect();
+                *last.borrow_mut() = format!(
+                    "last seen: checkpoints {checkpointed:?}, synced {synced:?}, exact {expected:?}"
+                );
+                (checkpointed == expected && synced == expected).then_some(())
+            },
+        );
+        expected
+    };
+    // The group, behind, commits in the middle of the history; its owners translate it.
+    commit_offsets(tb.source(), &topic, &[(group.clone(), at(2))]);
+    let expected = wait_exact(&at(2), &all, "exact checkpoints from the first owners");
+    assert!(
+        at(2).iter().any(|(p, o)| expected[p] != *o),
+        "the test needs target offsets that differ from the source's: {expected:?}"
+    );
+
+    // A member holding partitions leaves; its partitions move to the two others.
+    let (leaving, rest) = pick_plain_member(&members);
+    let moved: Vec<i64> = members[leaving].group().map(|g| g.3).unwrap_or_default();
+    assert!(!moved.is_empty(), "the leaving member held no partition");
+    members[leaving].strait.signal("TERM");
+    wait_balanced(&rest, 6);
+    // The group moves on, still in the old history: the new owners must translate there.
+    commit_offsets(tb.source(), &topic, &[(group.clone(), at(3))]);
+    wait_exact(&at(3), &rest, "exact checkpoints after the hand-over");
+    for m in &rest {
+        let log = m.strait.stderr();
+        assert!(
+            log.lines()
+                .filter(|l| l.contains("checkpoints written"))
+                .all(|l| l.contains("approximate=0")),
+            "approximate checkpoints (partitions {moved:?} moved):\n{log}"
+        );
+    }
+    let mut members = members;
+    members
+        .remove(leaving)
+        .strait
+        .wait(Duration::from_secs(30))
+        .expect_code(0);
+    stop_all(members);
 }

@@ -11,9 +11,9 @@
 use std::time::{Duration, Instant};
 
 use strait_tests::translation::{
-    Rec, assert_checkpoints_exact, assert_failover, by_partition, committed, config, consume,
+    assert_checkpoints_exact, assert_failover, by_partition, committed, config, consume,
     create_topic, end_offsets, group_offsets, group_state, produce, read_all, remote_translate,
-    strait_run, strait_translate,
+    strait_run, strait_translate, wait_for_compaction_gaps,
 };
 use strait_tests::{JavaProgram, Testbed, kafka_tool_ok, temp_file, unique};
 
@@ -251,22 +251,7 @@ fn failover_across_compaction_gaps() {
         produce(&topic, count, &format!("r{round}"), keys, stride);
         std::thread::sleep(Duration::from_millis(300));
     }
-    // Wait until the cleaner has left gaps and the log stops changing.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut previous: Vec<Rec> = Vec::new();
-    let source = loop {
-        let now = read_all(tb.source(), &topic);
-        let gaps = now.windows(2).any(|w| w[1].offset != w[0].offset + 1);
-        if gaps && now == previous {
-            break now;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the log cleaner left no gaps in {topic}: {now:?}"
-        );
-        previous = now;
-        std::thread::sleep(Duration::from_secs(1));
-    };
+    let source = wait_for_compaction_gaps(&topic);
     assert!(source.len() < 70, "{source:?}");
     let first = consume(tb.source(), &group, &topic, (source.len() / 2) as i64);
 

@@ -436,6 +436,37 @@ pub fn consume_committed(bootstrap: &str, group: &str, topic: &str, max: i64) ->
     )
 }
 
+/// Kafka's `kafka-verifiable-producer` writing `n` records to `topic` on `bootstrap` at
+/// `per_second`, acks=all, values "0", "1", ... (unique), keys repeating over 1 000.
+pub fn verifiable_producer(
+    bootstrap: &str,
+    topic: &str,
+    n: u64,
+    per_second: u64,
+) -> std::process::Child {
+    Command::new(repo_root().join("scripts/kafka-tool"))
+        .args([
+            "kafka-verifiable-producer",
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--max-messages",
+            &n.to_string(),
+            "--throughput",
+            &per_second.to_string(),
+            "--acks",
+            "-1",
+            "--repeating-keys",
+            "1000",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kafka-verifiable-producer starts")
+}
+
 /// An `mm2.properties` for the test bed: clusters `A` (source) and `B` (target) on their
 /// PLAINTEXT listeners, flow `A->B` enabled for `topics`, heartbeats off, every replication
 /// factor 1, and `extra` lines appended. Returns the file's path.

@@ -327,6 +327,27 @@ impl Oracle {
         }
     }
 
+    /// [`Oracle::exact`], or `None` when that record is not on the target (yet).
+    pub fn try_exact(&self, partition: i32, offset: i64) -> Option<i64> {
+        let next = self
+            .source
+            .get(&partition)
+            .and_then(|recs| recs.iter().find(|(o, _)| *o >= offset));
+        match next {
+            Some((_, v)) => self.target_of.get(&partition)?.get(v).copied(),
+            None => Some(self.target_end.get(&partition).copied().unwrap_or(0)),
+        }
+    }
+
+    /// The value of the first source record of `partition` at or after `offset`.
+    pub fn value_at(&self, partition: i32, offset: i64) -> Option<String> {
+        self.source
+            .get(&partition)?
+            .iter()
+            .find(|(o, _)| *o >= offset)
+            .map(|(_, v)| v.clone())
+    }
+
     /// The source offsets of `partition`'s records (read_committed), in order.
     pub fn source_offsets(&self, partition: i32) -> Vec<i64> {
         self.source
@@ -420,5 +441,26 @@ pub fn assert_checkpoints_exact(log: &str) {
     assert!(!lines.is_empty(), "no checkpoints written:\n{log}");
     for l in lines {
         assert!(l.contains("approximate=0"), "{l}");
+    }
+}
+
+/// Waits (at most 90 s) until the log cleaner has left gaps in `topic` on the source and the
+/// log stops changing; returns its records then.
+pub fn wait_for_compaction_gaps(topic: &str) -> Vec<Rec> {
+    let tb = Testbed::get();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut previous: Vec<Rec> = Vec::new();
+    loop {
+        let now = read_all(tb.source(), topic);
+        let gaps = now.windows(2).any(|w| w[1].offset != w[0].offset + 1);
+        if gaps && now == previous {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the log cleaner left no gaps in {topic}: {now:?}"
+        );
+        previous = now;
+        std::thread::sleep(Duration::from_secs(1));
     }
 }

@@ -495,6 +495,14 @@ impl OffsetsRuntime {
         restore_mappings(&mut self.translator, &self.flow, restored);
     }
 
+    /// Replication of `topic`-`partition` starts at `upstream`: with no history before it,
+    /// offsets from there to the first copied record translate exactly.
+    pub fn on_start(&mut self, topic: &str, partition: i32, upstream: i64) {
+        self.translator
+            .mapping_mut()
+            .set_start(TopicPartition::new(topic, partition), upstream);
+    }
+
     /// An operator moved `tp` to `next_offset` (its mapping is truncated there).
     pub fn on_seek(&mut self, tp: &TopicPartition, next_offset: i64) {
         self.translator.seek(tp, next_offset);

@@ -214,6 +214,13 @@ pub struct PartitionMapping {
     /// shard's acknowledged end); `None` when not known (nothing acknowledged yet, or an
     /// operator moved the position since).
     acked_end: Option<i64>,
+    /// Where replication of this history began: the source records from here up to the first
+    /// run were never replicated (compacted away, markers, aborted), so offsets there
+    /// translate exactly to the first run. `None` when not known.
+    start: Option<i64>,
+    /// Replication resumed past the acknowledged end without mapping what lies between: the
+    /// next run's gap may hold records that were copied, so it is not exact.
+    gap_unknown: bool,
 }
 
 impl Default for PartitionMapping {
@@ -223,6 +230,8 @@ impl Default for PartitionMapping {
             max_segments: DEFAULT_MAX_SEGMENTS,
             stable: 0,
             acked_end: None,
+            start: None,
+            gap_unknown: false,
         }
     }
 }
@@ -250,7 +259,40 @@ impl PartitionMapping {
             max_segments,
             stable: 0,
             acked_end: None,
+            start: None,
+            gap_unknown: false,
         })
+    }
+
+    /// Replication of this partition starts at `upstream` (an assignment, a restart): when no
+    /// history precedes it, the records from there to the first run are never replicated. When
+    /// it starts past the acknowledged end (records copied but not mapped), the gap before the
+    /// next run is not exact: translation there may re-read, never skip.
+    pub fn set_start(&mut self, upstream: i64) {
+        match self.runs.back() {
+            None => self.start = Some(upstream),
+            Some(last) => {
+                if upstream > self.acked_end.unwrap_or(last.upstream_end()) {
+                    self.gap_unknown = true;
+                }
+            }
+        }
+    }
+
+    /// Where replication of the stored history began (see [`PartitionMapping::start`]).
+    pub fn restore_start(&mut self, upstream: i64) {
+        if self
+            .runs
+            .front()
+            .is_none_or(|f| upstream <= f.upstream_start)
+        {
+            self.start = Some(upstream);
+        }
+    }
+
+    /// Where replication of the retained history began, if known.
+    pub fn start(&self) -> Option<i64> {
+        self.start
     }
 
     /// Every source record below `next_offset` is replicated and its segments applied.
@@ -335,6 +377,17 @@ impl PartitionMapping {
         self.acked_end = None;
         if self
             .runs
+            .front()
+            .is_none_or(|first| upstream <= first.upstream_start)
+        {
+            // Nothing before it stays: a history that begins at `upstream` again.
+            self.runs.clear();
+            self.stable = 0;
+            self.start = Some(upstream);
+            return;
+        }
+        if self
+            .runs
             .back()
             .is_some_and(|last| upstream < last.upstream_end())
         {
@@ -365,8 +418,10 @@ impl PartitionMapping {
                 // The target went backwards: old downstream offsets are no longer trustworthy.
                 self.runs.clear();
                 self.stable = 0;
+                self.start = None;
             } else if segment.upstream_start == last.upstream_end()
                 && segment.downstream_start == last.downstream_end()
+                && !self.gap_unknown
             {
                 // Both ends continue: one longer run. Cannot overflow: the segment's ends fit.
                 last.len += segment.len;
@@ -381,7 +436,7 @@ impl PartitionMapping {
             upstream_start: segment.upstream_start,
             downstream_start: segment.downstream_start,
             len: segment.len,
-            exact_gap_before,
+            exact_gap_before: exact_gap_before && !std::mem::take(&mut self.gap_unknown),
         });
         debug_assert!(self.runs_increase(), "mapping runs out of order for {tp}");
         debug_assert!(self.runs.len() <= self.max_segments);
@@ -469,7 +524,10 @@ impl PartitionMapping {
             return Translation::BeforeHistory;
         };
         if upstream < first.upstream_start {
-            return Translation::BeforeHistory;
+            return match self.start {
+                Some(s) if s <= upstream => Translation::Exact(first.downstream_start),
+                _ => Translation::BeforeHistory,
+            };
         }
         // At least the first run starts at or before `upstream`.
         let idx = self.runs.partition_point(|r| r.upstream_start <= upstream) - 1;
@@ -595,6 +653,18 @@ impl OffsetMapping {
                 self.partitions.insert(tp, m);
             }
         }
+    }
+
+    /// Replication of `tp` starts at `upstream` ([`PartitionMapping::set_start`]).
+    pub fn set_start(&mut self, tp: TopicPartition, upstream: i64) {
+        let max_segments = self.max_segments;
+        self.partitions
+            .entry(tp)
+            .or_insert_with(|| PartitionMapping {
+                max_segments,
+                ..PartitionMapping::default()
+            })
+            .set_start(upstream);
     }
 
     /// Replaces the mapping of `tp` with one read from the store.
@@ -842,6 +912,39 @@ mod tests {
         pairs
             .get(idx)
             .map_or_else(|| pairs.last().map_or(0, |&(_, d)| d + 1), |&(_, d)| d)
+    }
+
+    #[test]
+    fn offsets_between_the_start_and_the_first_run_are_exact() {
+        // Replication began at 0; offsets 0..3 were compacted away on the source.
+        let mut m = PartitionMapping::default();
+        m.set_start(0);
+        m.append(&tp(), Segment::new(3, 0, 5)).unwrap();
+        assert_eq!(m.translate(0), Translation::Exact(0));
+        assert_eq!(m.translate(2), Translation::Exact(0));
+        // A start set once history exists changes nothing.
+        m.set_start(1);
+        assert_eq!(m.start(), Some(0));
+        // Without a known start, before the first run is before history.
+        let m = mapping(&[(3, 0, 5)]);
+        assert_eq!(m.translate(2), Translation::BeforeHistory);
+        // A seek before all history starts it again there.
+        let mut m = mapping(&[(3, 0, 5)]);
+        m.truncate(1);
+        assert_eq!((m.run_count(), m.start()), (0, Some(1)));
+        // Resuming past the acknowledged end without the records in between: not exact there.
+        let mut m = mapping(&[(0, 0, 10)]);
+        m.set_acked_end(10);
+        m.set_start(14);
+        m.append(&tp(), Segment::new(14, 14, 5)).unwrap();
+        assert_eq!(m.translate(12), Translation::Approximate(10));
+        assert_eq!(m.translate(15), Translation::Exact(15));
+        // The target going backwards forgets where history began.
+        let mut m = PartitionMapping::default();
+        m.set_start(0);
+        m.append(&tp(), Segment::new(3, 10, 5)).unwrap();
+        m.append(&tp(), Segment::new(8, 2, 5)).unwrap();
+        assert_eq!(m.translate(5), Translation::BeforeHistory);
     }
 
     #[test]

@@ -61,14 +61,21 @@ pub(super) fn assign(
         }
         _ => changes,
     };
-    // What crash recovery found on the target joins the exact mapping of the partitions this
-    // member starts.
+    // Where the partitions this member starts begin, and what crash recovery found on the
+    // target past their stored progress, join their exact mappings.
     for c in &changes {
         if let TopicChange::Start(np) = c
-            && !np.recovered.is_empty()
             && np.failed.is_none()
             && let Some(f) = flows.get_mut(np.key.flow as usize)
         {
+            let first = np
+                .recovered
+                .first()
+                .map_or(np.assignment.start_offset, |s| s.upstream);
+            f.offsets.on_start(&np.key.topic, np.key.partition, first);
+            if np.recovered.is_empty() {
+                continue;
+            }
             f.offsets
                 .on_segments(&np.key.topic, np.key.partition, &np.recovered);
             f.offsets

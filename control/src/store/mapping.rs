@@ -58,6 +58,9 @@ pub struct MapRef {
     /// The acknowledged end ([`PartitionMapping::acked_end`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<i64>,
+    /// Where replication of this history began ([`PartitionMapping::start`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -256,6 +259,7 @@ pub fn plan_write(
         chunks: kept.iter().map(|&(id, _)| id).collect(),
         runs: runs[i..].iter().map(encode_run).collect(),
         end: mapping.acked_end(),
+        start: mapping.start(),
     };
     MapWrite {
         new_chunks,
@@ -358,6 +362,9 @@ pub fn restore(
     if let Some(end) = map.end {
         mapping.set_acked_end(end);
     }
+    if let Some(start) = map.start {
+        mapping.restore_start(start);
+    }
     // The sealed chunks are what the store holds only when nothing was lost or thinned.
     let stored = if missing == 0 && mapping.run_count() == total {
         mapping.mark_stable(sealed_runs);
@@ -425,6 +432,7 @@ mod tests {
                 chunks: vec![],
                 runs: vec![vec![0, 0, 10_000]],
                 end: Some(10_001),
+                start: None,
             })
             .unwrap(),
             r#"{"chunks":[],"runs":[[0,0,10000]],"end":10001}"#
@@ -473,6 +481,7 @@ mod tests {
             chunks: vec![1, 2],
             runs: vec![vec![40, 20, 10]],
             end: None,
+            start: None,
         };
         let r = restore(&tp(), &map, &read, 1024).unwrap();
         assert_eq!(r.missing, 1);
@@ -511,6 +520,7 @@ mod tests {
             chunks: vec![],
             runs: vec![vec![0, 0, 10], vec![5, 20, 10]],
             end: None,
+            start: None,
         };
         assert!(restore(&tp(), &map, &ReadChunks::default(), 1024).is_err());
     }
