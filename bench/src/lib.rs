@@ -14,6 +14,7 @@ pub mod procfs;
 pub mod producer;
 pub mod replicator;
 pub mod report;
+pub mod restore;
 pub mod run;
 pub mod scenario;
 pub mod stats;

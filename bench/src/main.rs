@@ -50,6 +50,25 @@ enum Cmd {
     /// strait as a group of instances under a fixed-rate load: rebalance time and per-partition
     /// stall when a member joins, leaves (SIGTERM) and is killed (SIGKILL).
     Group(GroupArgs),
+    /// What restoring the stored exact offset mappings adds to start-up: many partitions'
+    /// progress with mappings of chosen sizes written to the target, then read back as
+    /// `strait run` reads it at start (without a mapping: the baseline).
+    Restore(RestoreArgs),
+}
+
+#[derive(Args)]
+struct RestoreArgs {
+    #[arg(long, default_value_t = 10_000)]
+    partitions: usize,
+    /// Runs per partition, comma-separated (0: progress without a mapping).
+    #[arg(long, default_value = "0,1,200")]
+    runs: String,
+    /// Read-backs per shape.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Where the JSON result goes (default perf/results/restore/<date>-restore.json).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -318,6 +337,7 @@ fn real_main(cli: Cli) -> Result<()> {
         Cmd::Consume(a) => cmd_consume(a, &target, backend),
         Cmd::Run(a) => cmd_run(*a, source, target, tb, backend),
         Cmd::Group(a) => cmd_group(a, source, target, &repo, backend),
+        Cmd::Restore(a) => cmd_restore(a, &target, &repo, backend),
         Cmd::Report(a) => {
             let n = strait_bench::report::write_results_md(&a.results, &a.out)?;
             eprintln!("strait-bench: wrote {} ({n} scenarios)", a.out.display());
@@ -563,6 +583,55 @@ fn cmd_run(
     if !incomplete.is_empty() && !a.allow_incomplete {
         bail!("incomplete runs: {}", incomplete.join(", "));
     }
+    Ok(())
+}
+
+fn cmd_restore(a: RestoreArgs, target: &str, repo: &Path, backend: IoBackend) -> Result<()> {
+    let runs: Vec<usize> = a
+        .runs
+        .split(',')
+        .map(|r| r.trim().parse().context("--runs: numbers"))
+        .collect::<Result<_>>()?;
+    let admin = kafka::admin("target", target, backend)?;
+    let id = run::run_id();
+    // One runtime for every shape and the clean-up: the admin connection's tasks live on
+    // the runtime that opened it.
+    let rows = strait_dataplane::io::block_on(backend, async {
+        let mut rows = Vec::new();
+        let mut topics = Vec::new();
+        for r in runs {
+            let alias = format!("bench-restore-{id}-{r}");
+            topics.push(strait_control::store::progress::topic_name(&alias));
+            let row =
+                strait_bench::restore::measure(&admin, &alias, a.partitions, r, a.repeat).await?;
+            eprint!(
+                "{}",
+                strait_bench::restore::table(std::slice::from_ref(&row))
+            );
+            rows.push(row);
+        }
+        kafka::delete_topics(&admin, &topics).await?;
+        anyhow::Ok(rows)
+    })??;
+    let date = run::utc_now();
+    let out = a.out.unwrap_or_else(|| {
+        repo.join("perf/results/restore")
+            .join(format!("{}-restore.json", &date[..10.min(date.len())]))
+    });
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let json = serde_json::json!({
+        "date": date,
+        "commit": machine::commit(repo),
+        "machine": Machine::describe(),
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "rows": rows,
+    });
+    std::fs::write(&out, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("writing {}", out.display()))?;
+    print!("{}", strait_bench::restore::table(&rows));
+    eprintln!("strait-bench: wrote {}", out.display());
     Ok(())
 }
 

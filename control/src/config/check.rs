@@ -439,6 +439,19 @@ impl fmt::Display for CheckReport {
     }
 }
 
+/// The offset mapping's bound in runs and what it costs per partition and for 10 000.
+fn mapping_bound(runs: usize) -> String {
+    let memory = crate::offsets::mapping::worst_case_bytes(runs);
+    let stored = runs * crate::store::mapping::MAX_STORED_RUN_BYTES;
+    format!(
+        "{runs} runs per partition: at most {} KiB in memory and {} KiB stored per partition, {} MiB and {} MiB for 10 000 partitions; past it the oldest history is thinned (approximate, labelled)",
+        memory / 1024,
+        stored / 1024,
+        memory * 10_000 / (1 << 20),
+        stored * 10_000 / (1 << 20)
+    )
+}
+
 /// strait's own settings (`strait.*`).
 #[allow(clippy::too_many_lines)] // a table of settings, one row each: nothing to name in a split
 fn strait_settings(out: &mut String, s: &StraitSettings) {
@@ -493,7 +506,9 @@ fn strait_settings(out: &mut String, s: &StraitSettings) {
         ),
         (
             "strait.mapping.max.runs.per.partition",
-            text(&s.mapping_max_runs_per_partition),
+            text(&map(&s.mapping_max_runs_per_partition, |&n| {
+                mapping_bound(n)
+            })),
         ),
         (
             "strait.on.lost.position",

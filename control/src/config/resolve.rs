@@ -1819,7 +1819,7 @@ pub(crate) fn strait_settings(
             &file,
             "strait.mapping.max.runs.per.partition",
             crate::offsets::mapping::DEFAULT_MAX_SEGMENTS,
-            "1024 runs: exact translation for 1024 gaps per partition, 32 KiB of memory and about 30 KiB stored per partition at most",
+            "exact translation across 1024 gaps (compaction, markers, aborts) per partition",
             |v| {
                 parse_int(
                     v,

@@ -69,6 +69,12 @@ pub const DEFAULT_MAX_SEGMENTS: usize = 1024;
 /// Smallest allowed bound on runs per partition: thinning needs `K >= 1` run per level.
 pub const MIN_MAX_SEGMENTS: usize = 256;
 
+/// Worst-case memory of one partition's mapping with `max_segments` runs (see the module
+/// docs' "Bounded memory").
+pub fn worst_case_bytes(max_segments: usize) -> usize {
+    32 * max_segments.next_power_of_two() + std::mem::size_of::<PartitionMapping>()
+}
+
 /// Largest allowed bound on runs per partition: a rewrite after thinning stays well under a
 /// produce request's size (half of it, about 40 bytes a run stored).
 pub const MAX_MAX_SEGMENTS: usize = 16_384;
