@@ -12,6 +12,7 @@ pub mod machine;
 pub mod payload;
 pub mod procfs;
 pub mod producer;
+pub mod readme;
 pub mod replicator;
 pub mod report;
 pub mod restore;

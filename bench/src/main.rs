@@ -47,6 +47,9 @@ enum Cmd {
     Run(Box<RunArgs>),
     /// Regenerate perf/RESULTS.md from the JSON results.
     Report(ReportArgs),
+    /// Rewrite the generated blocks of README.md and perf/README.md from
+    /// tests/faults/RESULTS.md and perf/results/*.json (scripts/readme-tables).
+    Readme(ReadmeArgs),
     /// strait as a group of instances under a fixed-rate load: rebalance time and per-partition
     /// stall when a member joins, leaves (SIGTERM) and is killed (SIGKILL).
     Group(GroupArgs),
@@ -69,6 +72,13 @@ struct RestoreArgs {
     /// Where the JSON result goes (default perf/results/restore/<date>-restore.json).
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ReadmeArgs {
+    /// Change nothing; fail when a block differs from what the result files give.
+    #[arg(long)]
+    check: bool,
 }
 
 #[derive(Args)]
@@ -338,12 +348,48 @@ fn real_main(cli: Cli) -> Result<()> {
         Cmd::Run(a) => cmd_run(*a, source, target, tb, backend),
         Cmd::Group(a) => cmd_group(a, source, target, &repo, backend),
         Cmd::Restore(a) => cmd_restore(a, &target, &repo, backend),
+        Cmd::Readme(a) => cmd_readme(&a, &repo),
         Cmd::Report(a) => {
             let n = strait_bench::report::write_results_md(&a.results, &a.out)?;
             eprintln!("strait-bench: wrote {} ({n} scenarios)", a.out.display());
             Ok(())
         }
     }
+}
+
+fn cmd_readme(a: &ReadmeArgs, repo: &Path) -> Result<()> {
+    let mut stale = Vec::new();
+    for (path, now, new) in strait_bench::readme::regenerate(repo)? {
+        if now == new {
+            continue;
+        }
+        if a.check {
+            stale.push(path.display().to_string());
+        } else {
+            std::fs::write(&path, new)?;
+            eprintln!(
+                "strait-bench: rewrote the generated blocks of {}",
+                path.display()
+            );
+        }
+    }
+    let problems = strait_bench::readme::check_docs(repo)?;
+    for p in &problems {
+        eprintln!("strait-bench: {p}");
+    }
+    if !stale.is_empty() {
+        anyhow::bail!(
+            "the generated blocks of {} differ from the result files: run scripts/readme-tables",
+            stale.join(" and ")
+        );
+    }
+    if !problems.is_empty() {
+        anyhow::bail!(
+            "{} problem(s) with the design document and the READMEs' links",
+            problems.len()
+        );
+    }
+    Ok(())
 }
 
 fn cmd_produce(a: ProduceArgs, source: &str, backend: IoBackend) -> Result<()> {

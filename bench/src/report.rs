@@ -9,10 +9,21 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::Value;
 
+/// The newest result of each scenario: scenario -> (date, file name, the result).
+pub type Latest = BTreeMap<String, (String, String, Value)>;
+
 /// Reads every `*.json` result in `dir`, keeps the newest per scenario, writes `out`.
 /// Returns the number of scenarios in the table.
 pub fn write_results_md(dir: &Path, out: &Path) -> Result<usize> {
-    let mut latest: BTreeMap<String, (String, String, Value)> = BTreeMap::new();
+    let latest = latest_results(dir)?;
+    let md = render(&latest);
+    std::fs::write(out, md).with_context(|| format!("writing {}", out.display()))?;
+    Ok(latest.len())
+}
+
+/// The newest `*.json` result of each scenario in `dir` (by date, then file name).
+pub fn latest_results(dir: &Path) -> Result<Latest> {
+    let mut latest: Latest = BTreeMap::new();
     let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
     for e in entries.flatten() {
         let path = e.path();
@@ -41,17 +52,15 @@ pub fn write_results_md(dir: &Path, out: &Path) -> Result<usize> {
             latest.insert(scenario.to_string(), (date.to_string(), file, v));
         }
     }
-    let md = render(&latest);
-    std::fs::write(out, md).with_context(|| format!("writing {}", out.display()))?;
-    Ok(latest.len())
+    Ok(latest)
 }
 
 fn num(v: &Value, k: &str) -> f64 {
     v[k].as_f64().unwrap_or(0.0)
 }
 
-/// Scenarios in the order the table shows them.
-const ORDER: &[&str] = &[
+/// Scenarios in the order the tables show them.
+pub const ORDER: &[&str] = &[
     "catch-up",
     "steady",
     "many-partitions",
@@ -60,7 +69,7 @@ const ORDER: &[&str] = &[
     "smoke",
 ];
 
-fn render(latest: &BTreeMap<String, (String, String, Value)>) -> String {
+fn render(latest: &Latest) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -69,9 +78,7 @@ fn render(latest: &BTreeMap<String, (String, String, Value)>) -> String {
          scenario). How the numbers are taken, and what each column means: `perf/README.md`. \
          Plots are made by `perf/plot.py` next to this file, in `perf/plots/`.\n"
     );
-    let mut names: Vec<&String> = latest.keys().collect();
-    names.sort_by_key(|n| ORDER.iter().position(|o| o == n).unwrap_or(ORDER.len()));
-    for name in names {
+    for name in in_order(latest) {
         let (date, file, v) = &latest[name];
         let _ = writeln!(o, "## {name}\n");
         let _ = writeln!(
@@ -197,8 +204,43 @@ fn render(latest: &BTreeMap<String, (String, String, Value)>) -> String {
     o
 }
 
-/// The targets of issue 6 for each variant that has both tools.
-fn targets(scenario: &str, entries: &[Value]) -> Vec<String> {
+/// The scenario names of `latest` in [`ORDER`], unknown ones last.
+pub fn in_order(latest: &Latest) -> Vec<&String> {
+    let mut names: Vec<&String> = latest.keys().collect();
+    names.sort_by_key(|n| ORDER.iter().position(|o| o == n).unwrap_or(ORDER.len()));
+    names
+}
+
+/// One target of issue 6 checked against a result: strait's figure against MM2's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub label: &'static str,
+    pub ours: f64,
+    pub theirs: f64,
+    /// strait's figure may be at most `1 / factor` of MM2's.
+    pub factor: f64,
+}
+
+impl Check {
+    pub fn ratio(&self) -> f64 {
+        if self.theirs > 0.0 {
+            self.ours / self.theirs
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    pub fn met(&self) -> bool {
+        self.ratio() <= 1.0 / self.factor
+    }
+}
+
+/// The targets of issue 6 for each variant that has both tools: (variant, its checks, or
+/// `None` without a complete run of both).
+pub fn target_checks<'a>(
+    scenario: &str,
+    entries: &'a [Value],
+) -> Vec<(&'a str, Option<Vec<Check>>)> {
     let mut out = Vec::new();
     let mut variants: Vec<&str> = entries
         .iter()
@@ -214,55 +256,79 @@ fn targets(scenario: &str, entries: &[Value]) -> Vec<String> {
             })
         };
         let (Some(s), Some(m)) = (find("strait"), find("mm2")) else {
-            out.push(format!(
-                "[{var}] needs a complete run of both tools to compare"
-            ));
+            out.push((var, None));
             continue;
         };
-        let check = |label: &str, ours: f64, theirs: f64, factor: f64| {
-            let ratio = if theirs > 0.0 {
-                ours / theirs
-            } else {
-                f64::INFINITY
-            };
-            let met = ratio <= 1.0 / factor;
-            format!(
-                "[{var}] {label}: strait {ours:.2} vs MM2 {theirs:.2} = {ratio:.3}× (target ≤ {:.3}×): **{}**",
-                1.0 / factor,
-                if met { "met" } else { "not met" }
-            )
+        let check = |label: &'static str, ours: f64, theirs: f64, factor: f64| Check {
+            label,
+            ours,
+            theirs,
+            factor,
         };
-        out.push(check(
-            "CPU s per GiB while copying",
-            num(s, "cpu_s_per_gib"),
-            num(m, "cpu_s_per_gib"),
-            20.0,
-        ));
-        out.push(check(
-            "CPU s per GiB including start-up",
-            num(s, "cpu_s") / num(s, "gib").max(1e-9),
-            num(m, "cpu_s") / num(m, "gib").max(1e-9),
-            20.0,
-        ));
-        out.push(check(
-            "peak RSS MiB",
-            num(s, "peak_rss_mib"),
-            num(m, "peak_rss_mib"),
-            10.0,
-        ));
-        if scenario != "steady" && scenario != "small-batches" {
-            out.push(check(
+        let mut checks = vec![
+            check(
+                "CPU s per GiB while copying",
+                num(s, "cpu_s_per_gib"),
+                num(m, "cpu_s_per_gib"),
+                20.0,
+            ),
+            check(
+                "CPU s per GiB including start-up",
+                num(s, "cpu_s") / num(s, "gib").max(1e-9),
+                num(m, "cpu_s") / num(m, "gib").max(1e-9),
+                20.0,
+            ),
+            check(
+                "peak RSS MiB",
+                num(s, "peak_rss_mib"),
+                num(m, "peak_rss_mib"),
+                10.0,
+            ),
+        ];
+        if is_latency_scenario(scenario) {
+            checks.push(check(
+                "p99 latency ms",
+                num(s, "p99_ms"),
+                num(m, "p99_ms"),
+                1.0,
+            ));
+        } else {
+            checks.push(check(
                 "catch-up wall s",
                 num(s, "wall_s"),
                 num(m, "wall_s"),
                 3.0,
             ));
-        } else {
-            out.push(check(
-                "p99 latency ms",
-                num(s, "p99_ms"),
-                num(m, "p99_ms"),
-                1.0,
+        }
+        out.push((var, Some(checks)));
+    }
+    out
+}
+
+/// Scenarios at a fixed rate, judged by latency rather than by time to copy.
+pub fn is_latency_scenario(scenario: &str) -> bool {
+    scenario == "steady" || scenario == "small-batches"
+}
+
+/// The targets of issue 6 for each variant that has both tools, as lines.
+fn targets(scenario: &str, entries: &[Value]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (var, checks) in target_checks(scenario, entries) {
+        let Some(checks) = checks else {
+            out.push(format!(
+                "[{var}] needs a complete run of both tools to compare"
+            ));
+            continue;
+        };
+        for c in checks {
+            out.push(format!(
+                "[{var}] {}: strait {:.2} vs MM2 {:.2} = {:.3}× (target ≤ {:.3}×): **{}**",
+                c.label,
+                c.ours,
+                c.theirs,
+                c.ratio(),
+                1.0 / c.factor,
+                if c.met() { "met" } else { "not met" }
             ));
         }
     }

@@ -209,6 +209,69 @@ fn byte_for_byte(io: &str) {
 
 on_both_drivers!(byte_for_byte_every_codec, super::byte_for_byte);
 
+/// With the default `batch.size` (merging on), a partition that keeps up forwards every batch
+/// as it came: Kafka's producer writes each batch only once the previous one is on the target
+/// (so strait is never behind), and every target batch is the source batch, its records
+/// section byte for byte. Compare `a_backlog_of_small_batches_is_copied_in_merged_batches`.
+#[test]
+fn a_partition_that_keeps_up_forwards_every_batch_as_it_came() {
+    let tb = Testbed::get();
+    let topic = unique("dp-keepup");
+    let partitions = 2;
+    create_topic(tb.source(), &topic, partitions, &[]);
+    let strait = Strait::start(strait_bin(), &config(&topic), &["--io", "uring"]);
+    let out = strait_produce().run(
+        &[
+            "lockstep",
+            tb.source(),
+            &topic,
+            &partitions.to_string(),
+            "30",
+            "lz4",
+            tb.target(),
+            &remote(&topic),
+        ],
+        None,
+    );
+    strait.signal("TERM");
+    let exit = strait.wait(RUN_TIMEOUT);
+    exit.expect_code(0);
+    let summary = exit.summary();
+    eprintln!("{}; strait: {summary:?}", out.trim());
+    assert_eq!(summary.merged, 0, "{}", tail(&exit.stderr, 10));
+    let mut batches = 0;
+    for p in 0..partitions {
+        let what = format!("{topic}-{p}");
+        let src = read_batches(tb.source(), &topic, p);
+        let dst = read_batches(tb.target(), &remote(&topic), p);
+        assert_eq!(
+            src.len(),
+            15,
+            "{what}: the producer wrote one batch per flush"
+        );
+        assert_eq!(
+            src.len(),
+            dst.len(),
+            "{what}: {} source batches became {} target batches",
+            src.len(),
+            dst.len()
+        );
+        for (s, d) in src.iter().zip(&dst) {
+            let at = format!("{what}, batch at {}", s.base_offset());
+            assert_eq!(d.base_offset(), s.base_offset(), "{at}");
+            assert_eq!(d.records_count(), s.records_count(), "{at}");
+            assert_eq!(d.compression(), s.compression(), "{at}");
+            assert!(
+                d.as_bytes()[61..] == s.as_bytes()[61..],
+                "{at}: the records section (bytes 61..) differs: the batch was not forwarded as it came"
+            );
+        }
+        assert_same_records(&what, &records_of(&src), &records_of(&dst));
+        batches += src.len();
+    }
+    eprintln!("{batches} source batches, each forwarded as it came");
+}
+
 /// A backlog of tiny batches (Kafka's verifiable producer, throttled, writes one or a few records
 /// per batch) is copied in merged batches of up to `batch.size`: the same records, timestamps
 /// and offsets, in far fewer produce round trips.

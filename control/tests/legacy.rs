@@ -8,16 +8,16 @@
 //!   (offset gaps, tombstones). The source logs are checked to really hold those formats (Kafka's
 //!   `DumpLogSegments`), and the `message.format.version` Kafka 4 no longer knows must be left
 //!   out of the remote topics' configs.
-//! - `from_kafka_3_9` and `into_kafka_3_9` (ignored here; `scripts/test-old-kafka` runs them):
-//!   a 3.9.1 (KRaft) source into 4.1.1, and the 4.1.1 test-bed source into a 3.9.1 target.
+//! - `from_kafka_3_9` and `into_kafka_3_9`: a 3.9.1 (KRaft) source into 4.1.1, and the 4.1.1
+//!   test-bed source into a 3.9.1 target.
 //!
 //! Every record is compared, per partition and in order, between what Kafka's own consumer of
 //! the source's version reads from the source and what Kafka 4.1.1's consumer reads from the
 //! target (`tests/java/LegacyData.java`): key, value, timestamp (magic 0 has none: the target
 //! gets -1, Kafka's own `NO_TIMESTAMP`), CreateTime on the target, no headers.
 //!
-//! The old clusters come from `scripts/oldkafka up 2.8` (and `3.9`); `scripts/test.sh` starts
-//! 2.8. A missing cluster fails the test with how to start it.
+//! The old clusters come from `scripts/oldkafka up 2.8 3.9`; `scripts/test.sh` (so CI) and
+//! `scripts/test-old-kafka` start both. A missing cluster fails the test with how to start it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -649,7 +649,6 @@ fn current_format_round(
 }
 
 #[test]
-#[ignore = "needs Kafka 3.9 (scripts/oldkafka up 3.9); scripts/test-old-kafka runs it"]
 fn from_kafka_3_9() {
     let tb = Testbed::get();
     let old = old_cluster("3.9");
@@ -674,7 +673,6 @@ fn from_kafka_3_9() {
 }
 
 #[test]
-#[ignore = "needs Kafka 3.9 (scripts/oldkafka up 3.9); scripts/test-old-kafka runs it"]
 fn into_kafka_3_9() {
     let tb = Testbed::get();
     let old = old_cluster("3.9");

@@ -21,14 +21,23 @@
 //   big     BOOTSTRAP TOPIC PARTITIONS BIG_PARTITION BIG_BYTES SMALL_PER_PARTITION
 //           small records everywhere, and in BIG_PARTITION one record of BIG_BYTES after the
 //           first half of its small ones.
+//   lockstep BOOTSTRAP TOPIC PARTITIONS BATCHES CODEC TARGET_BOOTSTRAP REMOTE_TOPIC
+//           BATCHES batches, round robin over the partitions, of 1 to 7 records each (keys,
+//           headers, some null values), each sent alone (flush) and written only once the
+//           previous one is on the target: REMOTE_TOPIC's end offsets on TARGET_BOOTSTRAP
+//           equal TOPIC's (60 s at most per batch), so the replicator always keeps up.
+//           Prints "batches N records M".
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.Random;
 import java.util.concurrent.Future;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
@@ -66,6 +75,7 @@ public class StraitProduce {
             case "compact": compact(args); break;
             case "bulk": bulk(args); break;
             case "big": big(args); break;
+            case "lockstep": lockstep(args); break;
             default: throw new IllegalArgumentException("unknown mode " + args[0]);
         }
     }
@@ -275,6 +285,67 @@ public class StraitProduce {
             producer.flush();
             waitAll(sent);
         }
+    }
+
+    static void lockstep(String[] args) throws Exception {
+        String bootstrap = args[1];
+        String topic = args[2];
+        int partitions = Integer.parseInt(args[3]);
+        int batches = Integer.parseInt(args[4]);
+        String codec = args[5];
+        String target = args[6];
+        String remote = args[7];
+        Properties p = props(bootstrap);
+        // One batch per flush: nothing leaves before it.
+        p.put("linger.ms", "600000");
+        p.put("compression.type", codec);
+        Properties a = new Properties();
+        a.put("bootstrap.servers", target);
+        long[] ends = new long[partitions];
+        int records = 0;
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
+             Admin admin = Admin.create(a)) {
+            for (int b = 0; b < batches; b++) {
+                int partition = b % partitions;
+                int n = 1 + b % 7;
+                List<Future<RecordMetadata>> sent = new ArrayList<>();
+                for (int i = 0; i < n; i++) {
+                    int k = records + i;
+                    ProducerRecord<byte[], byte[]> r = new ProducerRecord<>(topic, partition,
+                        k % 3 == 0 ? null : utf8("key-" + k),
+                        k % 5 == 4 ? null : utf8("value-" + k + "-" + "x".repeat(k % 40)));
+                    if (k % 2 == 1) {
+                        r.headers().add("h", utf8("v" + k));
+                    }
+                    sent.add(producer.send(r));
+                }
+                producer.flush();
+                waitAll(sent);
+                records += n;
+                ends[partition] += n;
+                org.apache.kafka.common.TopicPartition tp =
+                    new org.apache.kafka.common.TopicPartition(remote, partition);
+                long deadline = System.nanoTime() + 60_000_000_000L;
+                while (true) {
+                    long end = -1;
+                    try {
+                        end = admin.listOffsets(Map.of(tp, OffsetSpec.latest())).all().get()
+                            .get(tp).offset();
+                    } catch (java.util.concurrent.ExecutionException e) {
+                        // The remote topic may not exist yet.
+                    }
+                    if (end == ends[partition]) {
+                        break;
+                    }
+                    if (System.nanoTime() > deadline) {
+                        throw new IllegalStateException("batch " + b + ": " + remote + "-" + partition
+                            + " ends at " + end + ", not " + ends[partition] + ", after 60 s");
+                    }
+                    Thread.sleep(20);
+                }
+            }
+        }
+        System.out.println("batches " + batches + " records " + records);
     }
 
     static void big(String[] args) throws Exception {

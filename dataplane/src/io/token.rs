@@ -297,6 +297,59 @@ impl FetchError {
     }
 }
 
+/// The time [`with_retries`] runs on: the wall clock, or a virtual one in tests.
+trait RetryClock {
+    /// Time since the first attempt.
+    fn elapsed(&self) -> Duration;
+    fn sleep(&mut self, d: Duration);
+}
+
+struct WallClock(Instant);
+
+impl RetryClock for WallClock {
+    fn elapsed(&self) -> Duration {
+        self.0.elapsed()
+    }
+    fn sleep(&mut self, d: Duration) {
+        std::thread::sleep(d);
+    }
+}
+
+/// Runs `attempt` until it succeeds, fails unretryably, or the retry budget
+/// (`sasl.login.retry.backoff.max.ms`) has passed, waiting `sasl.login.retry.backoff.ms`
+/// doubled after each failure but never past the budget. So it ends at most one attempt
+/// (a connect and a read timeout) after the budget.
+fn with_retries<T, C: RetryClock>(
+    creds: &ClientCredentials,
+    clock: &mut C,
+    mut attempt: impl FnMut(&mut C) -> Result<T, FetchError>,
+) -> Result<T, TokenFailure> {
+    let budget = Duration::from_millis(creds.retry_backoff_max_ms);
+    let mut n: u32 = 0;
+    loop {
+        n += 1;
+        let err = match attempt(clock) {
+            Ok(t) => return Ok(t),
+            Err(e) => e,
+        };
+        let wait = Duration::from_millis(
+            creds
+                .retry_backoff_ms
+                .saturating_mul(1u64 << (n - 1).min(30)),
+        )
+        .min(budget.saturating_sub(clock.elapsed()));
+        if !err.is_retriable() || wait.is_zero() {
+            return Err(TokenFailure {
+                error: err,
+                attempts: n,
+                elapsed: clock.elapsed(),
+            });
+        }
+        tracing::debug!(attempt = n, error = %err, wait_ms = wait.as_millis() as u64, "OAuth token attempt failed");
+        clock.sleep(wait);
+    }
+}
+
 /// One endpoint's fetching: the parsed URL and, for `https`, the TLS configuration.
 struct Fetcher<'a> {
     creds: &'a ClientCredentials,
@@ -321,32 +374,9 @@ impl<'a> Fetcher<'a> {
     /// Kafka's `Retry`: attempts with exponential backoff from `sasl.login.retry.backoff.ms`
     /// until `sasl.login.retry.backoff.max.ms` have passed; unretryable errors end it at once.
     fn fetch_with_retries(&self) -> Result<(Secret, oauth::TokenClaims), TokenFailure> {
-        let started = Instant::now();
-        let budget = Duration::from_millis(self.creds.retry_backoff_max_ms);
-        let mut attempt: u32 = 0;
-        loop {
-            attempt += 1;
-            let err = match self.fetch_once() {
-                Ok(t) => return Ok(t),
-                Err(e) => e,
-            };
-            let elapsed = started.elapsed();
-            let wait = Duration::from_millis(
-                self.creds
-                    .retry_backoff_ms
-                    .saturating_mul(1u64 << (attempt - 1).min(30)),
-            )
-            .min(budget.saturating_sub(elapsed));
-            if !err.is_retriable() || wait.is_zero() {
-                return Err(TokenFailure {
-                    error: err,
-                    attempts: attempt,
-                    elapsed: started.elapsed(),
-                });
-            }
-            tracing::debug!(attempt, error = %err, wait_ms = wait.as_millis() as u64, "OAuth token attempt failed");
-            std::thread::sleep(wait);
-        }
+        with_retries(self.creds, &mut WallClock(Instant::now()), |_| {
+            self.fetch_once()
+        })
     }
 
     fn fetch_once(&self) -> Result<(Secret, oauth::TokenClaims), FetchError> {
@@ -750,34 +780,138 @@ mod tests {
         assert_eq!(ep.requests.lock().unwrap().len(), 1);
     }
 
+    /// Virtual time for [`with_retries`]: attempts and sleeps advance it, nothing waits.
+    struct VirtualClock(Duration);
+
+    impl RetryClock for VirtualClock {
+        fn elapsed(&self) -> Duration {
+            self.0
+        }
+        fn sleep(&mut self, d: Duration) {
+            self.0 += d;
+        }
+    }
+
+    fn timed_out() -> FetchError {
+        FetchError::Io {
+            what: "reading the token response",
+            source: std::io::ErrorKind::WouldBlock.into(),
+        }
+    }
+
+    #[test]
+    fn retries_back_off_and_stop_at_the_budget() {
+        let mut c = creds("http://localhost:1/token");
+        c.retry_backoff_ms = 100;
+        c.retry_backoff_max_ms = 10_000;
+        // Every attempt waits out a read timeout of 2 s: attempts start at 0, 2.1, 4.3, 6.7
+        // and 9.5 s (backoff 100, 200, 400, 800 ms), then the budget is spent.
+        let mut starts = Vec::new();
+        let err = with_retries(&c, &mut VirtualClock(Duration::ZERO), |clock| {
+            starts.push(clock.0.as_millis());
+            clock.0 += Duration::from_millis(2_000);
+            Err::<(), _>(timed_out())
+        })
+        .unwrap_err();
+        assert_eq!(starts, [0, 2_100, 4_300, 6_700, 9_500]);
+        assert_eq!(err.attempts, 5);
+        // One attempt past the budget at most: it ends at 11.5 s, the last wait cut to 0.
+        assert_eq!(err.elapsed, Duration::from_millis(11_500));
+        assert!(
+            err.to_string().contains("after 5 attempts in 11500 ms"),
+            "{err}"
+        );
+
+        // Attempts that fail at once: the backoff alone spends the budget, and the last wait
+        // is cut short so that no attempt starts after it.
+        let mut starts = Vec::new();
+        let err = with_retries(&c, &mut VirtualClock(Duration::ZERO), |clock| {
+            starts.push(clock.0.as_millis());
+            Err::<(), _>(timed_out())
+        })
+        .unwrap_err();
+        assert_eq!(
+            starts,
+            [0, 100, 300, 700, 1_500, 3_100, 6_300, 10_000],
+            "the last wait is cut to the budget"
+        );
+        assert_eq!(err.elapsed, Duration::from_millis(10_000));
+
+        // Unretryable errors end it at once; success ends it too.
+        let mut n = 0;
+        let err = with_retries(&c, &mut VirtualClock(Duration::ZERO), |_| {
+            n += 1;
+            Err::<(), _>(FetchError::Status {
+                status: 401,
+                body: String::new(),
+            })
+        })
+        .unwrap_err();
+        assert_eq!((n, err.attempts), (1, 1));
+        let mut n = 0;
+        let ok = with_retries(&c, &mut VirtualClock(Duration::ZERO), |_| {
+            n += 1;
+            if n < 3 { Err(timed_out()) } else { Ok(n) }
+        });
+        assert_eq!(ok.unwrap(), 3);
+    }
+
     #[test]
     fn a_silent_endpoint_times_out_within_the_bounds() {
         let ep = serve(vec![Answer::Silence], false);
         let mut c = creds(&ep.url);
         c.read_timeout_ms = 200;
         c.retry_backoff_max_ms = 300;
-        let started = Instant::now();
         let err = token(&c).unwrap_err().to_string();
-        let took = started.elapsed();
         assert!(err.contains("reading the token response"), "{err}");
-        // Two or three attempts of 200 ms each plus backoff, well under the 10 s guard.
-        assert!(took < Duration::from_secs(3), "{took:?}");
+        // The read timeout ended each attempt (without it the first would wait out the
+        // endpoint's 3 s of silence, past the budget, and be the only one) ...
+        let (attempts, ms) = err
+            .split_once("(after ")
+            .and_then(|(_, r)| r.split_once(" attempts in "))
+            .and_then(|(n, r)| {
+                Some((
+                    n.parse::<u32>().ok()?,
+                    r.split_once(" ms")?.0.parse::<u64>().ok()?,
+                ))
+            })
+            .unwrap_or_else(|| panic!("no attempt count in: {err}"));
+        assert!(attempts >= 2, "{err}");
+        // ... and the retries stopped at the budget: the last attempt starts within it and
+        // takes at most a connect and a read timeout (the schedule itself, without the wall
+        // clock: retries_back_off_and_stop_at_the_budget).
+        let bound = c.retry_backoff_max_ms + c.connect_timeout_ms + c.read_timeout_ms;
+        assert!(ms <= bound, "{ms} ms > {bound} ms: {err}");
     }
 
     #[test]
     fn tokens_are_refreshed_before_they_expire() {
-        let ep = serve(vec![Answer::Token { lifetime_s: 3 }], false);
+        let ep = serve(vec![Answer::Token { lifetime_s: 4 }], false);
         let mut c = creds(&ep.url);
         c.refresh = TokenRefresh {
-            window_factor: 0.5,
+            window_factor: 0.25,
             window_jitter: 0.0,
             min_period_seconds: 0,
             buffer_seconds: 0,
         };
         let first = token(&c).unwrap();
-        // Refresh at 50 % of 3 s; the token's iat has one-second precision.
-        std::thread::sleep(Duration::from_millis(2_600));
-        let second = token(&c).unwrap();
+        let expires_at_ms = oauth::parse_jwt(&first, "sub").unwrap().expires_at_ms;
+        // Refreshed at a quarter of the 4 s lifetime (the iat has one-second precision, so
+        // within a second), then served to the next connection. When exactly is
+        // refresh_at_ms's (wire::oauth's tests); here the thread must act on it, and before
+        // the first token expires, with about 3 s to spare.
+        let second = loop {
+            let t = token(&c).unwrap();
+            if t != first {
+                break t;
+            }
+            assert!(
+                now_ms() < expires_at_ms,
+                "the token was not replaced before it expired ({} requests)",
+                ep.requests.lock().unwrap().len()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
         assert!(ep.requests.lock().unwrap().len() >= 2);
         assert_ne!(first, second, "the token should have been replaced");
     }

@@ -343,6 +343,7 @@ impl TopicSync {
     /// partitions to start and the changes of known topics.
     pub async fn discover(&mut self, io: &FlowIo<'_>) -> Result<Vec<TopicChange>, TopicError> {
         self.counters.topics.rounds += 1;
+        tracing::debug!(flow = %io.flow(), round = self.counters.topics.rounds, "topic discovery round");
         let plan = io.plan;
         let topics = source_topics(io).await?;
         let remotes: Vec<String> = topics.iter().map(|t| (plan.remote_name)(&t.name)).collect();
@@ -760,6 +761,7 @@ impl TopicSync {
             partitions = nt.partitions,
             replication_factor = nt.replication_factor,
             configs = ?nt.configs,
+            discovery_round = self.counters.topics.rounds,
             "created remote topic"
         );
         // Metadata shows a new topic a moment after creation; its partitions start only once
