@@ -3,6 +3,7 @@
 #![deny(clippy::disallowed_methods)]
 
 pub mod counters;
+pub mod mapping_cost;
 
 use std::fmt;
 

@@ -441,8 +441,8 @@ impl fmt::Display for CheckReport {
 
 /// The offset mapping's bound in runs and what it costs per partition and for 10 000.
 fn mapping_bound(runs: usize) -> String {
-    let memory = crate::offsets::mapping::worst_case_bytes(runs);
-    let stored = runs * crate::store::mapping::MAX_STORED_RUN_BYTES;
+    let memory = crate::model::mapping_cost::worst_case_memory_bytes(runs);
+    let stored = crate::model::mapping_cost::worst_case_stored_bytes(runs);
     format!(
         "{runs} runs per partition: at most {} KiB in memory and {} KiB stored per partition, {} MiB and {} MiB for 10 000 partitions; past it the oldest history is thinned (approximate, labelled)",
         memory / 1024,

@@ -1441,7 +1441,7 @@ pub static STRAIT_KEYS: &[KeyDef] = &[
         Some("fail"),
         U,
     ),
-    // Bounds are MIN_MAX_SEGMENTS and MAX_MAX_SEGMENTS of offsets::mapping.
+    // Bounds are MIN_MAX_SEGMENTS and MAX_MAX_SEGMENTS of model::mapping_cost.
     k(
         "strait.mapping.max.runs.per.partition",
         Ty::Int(256, 16_384),

@@ -1818,13 +1818,13 @@ pub(crate) fn strait_settings(
         mapping_max_runs_per_partition: get(
             &file,
             "strait.mapping.max.runs.per.partition",
-            crate::offsets::mapping::DEFAULT_MAX_SEGMENTS,
+            crate::model::mapping_cost::DEFAULT_MAX_SEGMENTS,
             "exact translation across 1024 gaps (compaction, markers, aborts) per partition",
             |v| {
                 parse_int(
                     v,
-                    crate::offsets::mapping::MIN_MAX_SEGMENTS as i64,
-                    crate::offsets::mapping::MAX_MAX_SEGMENTS as i64,
+                    crate::model::mapping_cost::MIN_MAX_SEGMENTS as i64,
+                    crate::model::mapping_cost::MAX_MAX_SEGMENTS as i64,
                     "",
                 )
                 .map(|n| n as usize)

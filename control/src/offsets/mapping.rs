@@ -63,21 +63,13 @@ use thiserror::Error;
 
 use super::TopicPartition;
 
-/// Default bound on runs per partition.
-pub const DEFAULT_MAX_SEGMENTS: usize = 1024;
-
-/// Smallest allowed bound on runs per partition: thinning needs `K >= 1` run per level.
-pub const MIN_MAX_SEGMENTS: usize = 256;
+pub use crate::model::mapping_cost::{DEFAULT_MAX_SEGMENTS, MAX_MAX_SEGMENTS, MIN_MAX_SEGMENTS};
 
 /// Worst-case memory of one partition's mapping with `max_segments` runs (see the module
 /// docs' "Bounded memory").
 pub fn worst_case_bytes(max_segments: usize) -> usize {
-    32 * max_segments.next_power_of_two() + std::mem::size_of::<PartitionMapping>()
+    crate::model::mapping_cost::worst_case_memory_bytes(max_segments)
 }
-
-/// Largest allowed bound on runs per partition: a rewrite after thinning stays well under a
-/// produce request's size (half of it, about 40 bytes a run stored).
-pub const MAX_MAX_SEGMENTS: usize = 16_384;
 
 /// Number of distance levels thinning uses: upstream distances fit in 63 bits.
 const LEVELS: usize = 63;
@@ -714,6 +706,13 @@ mod tests {
 
     fn tp() -> TopicPartition {
         TopicPartition::new("t", 0)
+    }
+
+    #[test]
+    fn sizes_stay_within_the_figures_strait_check_prints() {
+        use crate::model::mapping_cost::{PARTITION_MAPPING_FIXED_BYTES, RUN_MEMORY_BYTES};
+        assert!(std::mem::size_of::<Run>() <= RUN_MEMORY_BYTES);
+        assert!(std::mem::size_of::<PartitionMapping>() <= PARTITION_MAPPING_FIXED_BYTES);
     }
 
     fn mapping(segments: &[(i64, i64, i64)]) -> PartitionMapping {

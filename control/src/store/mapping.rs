@@ -48,9 +48,7 @@ use crate::offsets::mapping::{MappingError, PartitionMapping, Segment, StoredRun
 /// Runs per sealed chunk (and at most in the tail): a chunk record is about 2.5 KiB.
 pub const CHUNK_RUNS: usize = 64;
 
-/// The most bytes one run takes stored: three 19-digit offsets, `[`, `]`, commas and the
-/// inexact-gap marker (typical runs take 20 to 35).
-pub const MAX_STORED_RUN_BYTES: usize = 3 * 19 + 6 + 2;
+pub use crate::model::mapping_cost::MAX_STORED_RUN_BYTES;
 
 /// The reference to a partition's stored mapping inside its progress value.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
