@@ -6,9 +6,10 @@
 //!
 //! | layer | modules | duty |
 //! |---|---|---|
-//! | commands | [`commands`] | `strait offsets import-mm2/export-mm2/translate`, `strait ctl`, `strait check --connect` (`check` is [`config::check()`]) |
+//! | commands | [`commands`] | `strait offsets import-mm2/export-mm2/translate`, `strait verify`, `strait ctl`, `strait check --connect` (`check` is [`config::check()`]) |
 //! | run | [`run`] | `strait run`: start-up, the control loop, assignment, shard events, shutdown |
 //! | duties, api | [`duties`], [`api`] | periodic work (`due(now)` then `tick`); REST and `/metrics` |
+//! | verify | [`verify`] | record-by-record comparison of a partition with its copy over the stored mapping |
 //! | plan | [`plan`] | a resolved flow reduced to what the control loop runs |
 //! | store | [`store`] | internal-topic IO: records, progress, liveness, topic creation, loading MM2's topics |
 //! | cluster, offsets | [`cluster`], [`offsets`] | the admin client (and group calls); offset formats, mapping and translation (pure) |
@@ -33,3 +34,4 @@ pub mod plan;
 pub mod run;
 pub mod store;
 pub mod time;
+pub mod verify;

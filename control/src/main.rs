@@ -71,6 +71,30 @@ enum Command {
     /// Control a running strait through its REST API: status, pause, resume, stop, offsets,
     /// reload.
     Ctl(CtlArgs),
+    /// Prove the copy: read the source and the target over the range strait's stored progress
+    /// says is copied and compare them record by record (key, value, headers, timestamp and its
+    /// type) over the stored offset mapping. Exit 0 only when everything compared matches, 1
+    /// when something differs, 3 when it cannot run.
+    Verify {
+        #[arg(long)]
+        config: PathBuf,
+        /// The flow (`source->target`); default the only enabled flow.
+        #[arg(long)]
+        flow: Option<String>,
+        /// Only source topics whose whole name matches this regex.
+        #[arg(long)]
+        topics: Option<String>,
+        /// Only these partitions (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        partitions: Option<Vec<i32>>,
+        /// Partitions verified at once (each holds at most one 8 MiB fetch per side).
+        #[arg(long, default_value_t = strait_control::commands::verify::DEFAULT_PARALLEL_PARTITIONS as u64,
+              value_parser = clap::value_parser!(u64).range(1..=256))]
+        parallel: u64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -250,6 +274,19 @@ fn main() -> ExitCode {
             }
         }
         Command::Ctl(args) => ctl(args),
+        Command::Verify {
+            config,
+            flow,
+            topics,
+            partitions,
+            parallel,
+            json,
+        } => {
+            verify(&config, flow, topics, partitions, parallel as usize, json).unwrap_or_else(|e| {
+                eprintln!("strait: {e:#}");
+                ExitCode::from(3)
+            })
+        }
         Command::Run {
             config,
             until_caught_up,
@@ -686,6 +723,60 @@ fn offsets_translate(path: &Path, group: &str, flow: Option<&str>) -> anyhow::Re
     )?;
     print!("{report}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `strait verify`: exit 0 when every compared record matches, 1 otherwise.
+fn verify(
+    path: &Path,
+    flow: Option<String>,
+    topics: Option<String>,
+    partitions: Option<Vec<i32>>,
+    parallel: usize,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal as _;
+    use strait_control::commands::verify::{Progress, VerifyOptions, verify_command};
+    let topics = topics
+        .map(|t| regex::Regex::new(&t).with_context(|| format!("--topics {t}")))
+        .transpose()?;
+    let Some(cfg) = load_or_report(path) else {
+        return Ok(ExitCode::from(1));
+    };
+    let opts = VerifyOptions {
+        flow,
+        topics,
+        partitions,
+        parallel_partitions: parallel,
+    };
+    let live = std::io::stderr().is_terminal();
+    let show = |p: Progress| {
+        if !live {
+            return;
+        }
+        let secs = p.elapsed.as_secs_f64().max(0.001);
+        let rate = p.records as f64 / secs;
+        let left = p.records_estimate.saturating_sub(p.records) as f64;
+        let eta = if rate > 0.0 { left / rate } else { f64::NAN };
+        eprint!(
+            "\r\x1b[Kverify: {} records read, {:.0} records/s, {}/{} partitions, ETA {:.0} s",
+            p.records, rate, p.partitions_done, p.partitions, eta
+        );
+    };
+    let (rt, local) = command_runtime()?;
+    let report = local.block_on(&rt, verify_command(&cfg, &opts, show))?;
+    if live {
+        eprint!("\r\x1b[K");
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// The configuration of a one-shot command, or `None` after printing its errors (exit 1).

@@ -22,6 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["commands"],
     &["run"],
     &["api", "duties"],
+    &["verify"],
     &["plan"],
     &["store"],
     &["cluster", "offsets"],

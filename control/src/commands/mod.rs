@@ -2,6 +2,7 @@
 //!
 //! - [`migrate`]: `strait offsets import-mm2` and `export-mm2`.
 //! - [`translate`]: `strait offsets translate`.
+//! - [`verify`]: `strait verify`, record-level proof of the copy.
 //! - [`ctl`]: `strait ctl`, the REST API's client.
 //! - [`preflight`]: `strait check --connect`, the permissions each flow needs on its clusters.
 //!
@@ -11,3 +12,4 @@ pub mod ctl;
 pub mod migrate;
 pub mod preflight;
 pub mod translate;
+pub mod verify;

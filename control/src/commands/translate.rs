@@ -198,7 +198,7 @@ impl fmt::Display for TranslateReport {
 }
 
 /// Picks the flow for `--flow A->B`, or the only enabled flow.
-fn select_flow<'a>(
+pub(crate) fn select_flow<'a>(
     cfg: &'a Mm2Config,
     wanted: Option<&str>,
 ) -> Result<&'a FlowConfig, OffsetsError> {

@@ -26,6 +26,8 @@ pub struct StoredRecord {
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
     pub headers: Vec<strait_dataplane::batch::RecordHeader>,
+    /// The batch's timestamp type (the record timestamp is the producer's either way).
+    pub timestamp_type: strait_dataplane::batch::TimestampType,
 }
 
 /// Bound on what one internal-topic read may decompress per batch.
@@ -178,6 +180,29 @@ pub async fn read_range(
     Ok(position.min(end))
 }
 
+/// One fetch of `tp` at `offset`, up to 8 MiB: the records (control batches, and aborted ones
+/// under read_committed, left out) and the offset to read next (after the last batch; the log
+/// start when `offset` was below it). Fails when it would not advance.
+pub async fn read_chunk(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    offset: i64,
+    isolation: IsolationLevel,
+) -> Result<(Vec<StoredRecord>, i64), ClusterError> {
+    let (records, next) = fetch_once(cluster, tp, offset, isolation).await?;
+    if next <= offset {
+        return Err(ClusterError::Invalid {
+            context: Box::new(
+                Context::new(cluster.alias(), "Fetch")
+                    .topic(&tp.topic)
+                    .partition(tp.partition),
+            ),
+            message: format!("no progress reading at offset {offset}"),
+        });
+    }
+    Ok((records, next))
+}
+
 /// One fetch at `offset`: the records and the next offset to read.
 async fn fetch_once(
     cluster: &Cluster,
@@ -276,6 +301,7 @@ fn decode_partition(
             continue;
         }
         let base = b.base_offset();
+        let timestamp_type = b.timestamp_type();
         let records =
             decode_records(&b, MAX_DECOMPRESSED_BYTES).map_err(|e| invalid(e.to_string()))?;
         for r in records {
@@ -285,6 +311,7 @@ fn decode_partition(
                 key: r.key,
                 value: r.value,
                 headers: r.headers,
+                timestamp_type,
             });
         }
     }

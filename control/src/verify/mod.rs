@@ -1,0 +1,6 @@
+//! `strait verify`: record-level proof that what strait's stored progress says is copied is on
+//! the target, identical. [`compare`] is the sans-IO comparison of one partition (pairing by the
+//! stored exact mapping); [`partition`] reads both clusters for it.
+
+pub mod compare;
+pub mod partition;
