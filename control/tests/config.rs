@@ -102,7 +102,25 @@ fn kafka_sample_file() {
         .filter(|w| w.kind == WarningKind::IgnoredKey)
         .map(|w| w.line)
         .collect();
-    assert_eq!(ignored, vec![Some(52), Some(53), Some(54)]);
+    // offset.storage.replication.factor (line 52) sizes strait's progress topic, which stands
+    // in for MM2's offsets topic: a single broker runs the sample.
+    assert_eq!(ignored, vec![Some(53), Some(54)]);
+    for f in &c.flows {
+        let rf = &f.progress_topic_replication_factor;
+        assert_eq!(rf.value, 1, "{}", f.name());
+        assert!(
+            matches!(
+                rf.origin,
+                Origin::FromKey {
+                    key: "offset.storage.replication.factor",
+                    line: 52,
+                    ..
+                }
+            ),
+            "{:?}",
+            rf.origin
+        );
+    }
 }
 
 #[test]

@@ -48,6 +48,8 @@ enum View {
     Flows,
     /// `strait offsets import-mm2|export-mm2`: MM2's offsets topic.
     Migrate,
+    /// strait's progress topic, as it is created.
+    Progress,
 }
 
 fn load(text: &str) -> Result<Mm2Config, String> {
@@ -107,6 +109,7 @@ fn view(v: View, cfg: &Mm2Config, t0: Instant) -> String {
             cfg.enabled_flows().map(|f| f.name()).collect::<Vec<_>>()
         ),
         View::Migrate => p.config.mm2_offsets_topic.value.clone(),
+        View::Progress => p.progress_replication_factor.to_string(),
     }
 }
 
@@ -645,6 +648,12 @@ static PROBES: &[Probe] = &[
         "B.offset.storage.topic = my-offsets\n",
         View::Migrate,
     ),
+    (
+        "offset.storage.replication.factor",
+        "",
+        "B.offset.storage.replication.factor = 1\n",
+        View::Progress,
+    ),
 ];
 
 /// Keys marked used whose component this test cannot reach without brokers or the binary,
@@ -724,7 +733,7 @@ static ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "strait.progress.topic.replication.factor",
-        "FlowPlan.progress_replication_factor, used when the progress topic is created (every test bed config sets it to 1)",
+        "FlowPlan.progress_replication_factor, used when the progress topic is created (every test bed config sets it to 1; control/tests/mm2_sample.rs runs without it)",
     ),
     (
         "strait.mapping.max.runs.per.partition",

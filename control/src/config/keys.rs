@@ -971,11 +971,13 @@ pub static WORKER_KEYS: &[KeyDef] = &[
         Some("25"),
         CONNECT_TOPICS,
     ),
+    // strait's progress topic is MM2's offsets topic: this is the default of
+    // strait.progress.topic.replication.factor (resolve::progress_replication_factor).
     k(
         "offset.storage.replication.factor",
         Ty::ReplicationFactor,
         Some("3"),
-        CONNECT_TOPICS,
+        U,
     ),
     k("config.storage.topic", Ty::Str, None, CONNECT_TOPICS),
     k(

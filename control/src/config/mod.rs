@@ -223,10 +223,11 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
     );
 
     let mut resolver = Resolver::new(path_arc.clone(), &raw, clusters.clone());
-    let (clusters_cfg, flows) = resolver.resolve();
+    let (clusters_cfg, mut flows) = resolver.resolve();
     errors.append(&mut resolver.errors);
     warnings.append(&mut resolver.warnings);
     let strait = resolve::strait_settings(&path_arc, &raw);
+    resolve::prefer_strait_progress_replication(&mut flows, &strait);
     traps::add_warnings(&raw, &clusters_cfg, &flows, &mut warnings);
 
     dedup(&mut errors, |e| {

@@ -32,6 +32,16 @@ pub enum Origin {
         /// Why strait differs.
         why: &'static str,
     },
+    /// Not set itself: taken from another key of the file, which means the same thing to
+    /// MirrorMaker.
+    FromKey {
+        /// The key the value was taken from.
+        key: &'static str,
+        /// The config file.
+        path: Arc<Path>,
+        /// 1-based line of that key.
+        line: u32,
+    },
 }
 
 impl fmt::Display for Origin {
@@ -40,6 +50,9 @@ impl fmt::Display for Origin {
             Origin::File { path, line } => write!(f, "{}:{line}", path.display()),
             Origin::MirrorMakerDefault => f.write_str("MM2 default"),
             Origin::StraitDefault { why } => write!(f, "strait default: {why}"),
+            Origin::FromKey { key, path, line } => {
+                write!(f, "{key}, {}:{line}", path.display())
+            }
         }
     }
 }
@@ -341,6 +354,11 @@ pub struct FlowConfig {
     /// Where MM2 kept this flow's progress (`offset.storage.topic`, default
     /// `mm2-offsets.<source>.internal`), for importing it.
     pub mm2_offsets_topic: Setting<String>,
+    /// The replication factor of strait's progress topic for this flow, when it is created:
+    /// `strait.progress.topic.replication.factor` if the file sets it, else MM2's
+    /// `offset.storage.replication.factor` (strait's progress topic is MM2's offsets topic), else
+    /// strait's default.
+    pub progress_topic_replication_factor: Setting<i16>,
     /// `clients`.
     pub clients: FlowClients,
 }
@@ -449,7 +467,9 @@ pub struct StraitSettings {
     /// them (at least 1 MiB each), default 96 MiB (1 MiB..=1 TiB). A total rather than a
     /// per-shard figure, so that memory does not grow with the core count.
     pub memory_bytes: Setting<u64>,
-    /// `strait.progress.topic.replication.factor`: default 3; -1 for the broker default.
+    /// `strait.progress.topic.replication.factor`: default 3; -1 for the broker default. A flow
+    /// without it takes MM2's `offset.storage.replication.factor`
+    /// ([`FlowConfig::progress_topic_replication_factor`]).
     pub progress_topic_replication_factor: Setting<i16>,
     /// `strait.mapping.max.runs.per.partition`: the runs of one partition's exact offset
     /// mapping kept in memory and stored with its progress, default 1 024 (256..=16 384). A
