@@ -515,6 +515,43 @@ pub struct StraitSettings {
     pub group_rebalance_timeout_ms: Setting<u32>,
 }
 
+impl StraitSettings {
+    /// The value of the `strait.*` key `key` as text to compare two configurations with
+    /// (secrets included: the text is compared, never shown); `None` for a key this struct does
+    /// not hold (a unit test of `config::diff` walks every key of `keys::STRAIT_KEYS`).
+    pub fn compared(&self, key: &str) -> Option<String> {
+        fn d<T: fmt::Debug>(s: &Setting<T>) -> String {
+            format!("{:?}", s.value)
+        }
+        Some(match key {
+            "strait.shards" => d(&self.shards),
+            "strait.io" => d(&self.io),
+            "strait.api.listen" => d(&self.api_listen),
+            "strait.api.token" => d(&self.api_token),
+            "strait.api.command.queue" => d(&self.api_command_queue),
+            "strait.api.ssl.keystore.location" => d(&self.api_keystore_location),
+            "strait.api.ssl.keystore.password" => d(&self.api_keystore_password),
+            "strait.api.ssl.key.password" => d(&self.api_key_password),
+            "strait.memory.bytes" => d(&self.memory_bytes),
+            "strait.progress.topic.replication.factor" => {
+                d(&self.progress_topic_replication_factor)
+            }
+            "strait.mapping.max.runs.per.partition" => d(&self.mapping_max_runs_per_partition),
+            "strait.on.lost.position" => d(&self.on_lost_position),
+            "strait.metrics.enabled" => d(&self.metrics_enabled),
+            "strait.metrics.per.partition" => d(&self.metrics_per_partition),
+            "strait.health.stall.timeout.ms" => d(&self.health_stall_timeout_ms),
+            "strait.group.id" => d(&self.group_id),
+            "strait.group.cluster" => d(&self.group_cluster),
+            "strait.group.instance.id" => d(&self.group_instance_id),
+            "strait.group.session.timeout.ms" => d(&self.group_session_timeout_ms),
+            "strait.group.heartbeat.interval.ms" => d(&self.group_heartbeat_interval_ms),
+            "strait.group.rebalance.timeout.ms" => d(&self.group_rebalance_timeout_ms),
+            _ => return None,
+        })
+    }
+}
+
 /// A whole resolved `mm2.properties`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mm2Config {
