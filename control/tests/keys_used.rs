@@ -857,3 +857,30 @@ fn descriptions_say_what_strait_does() {
     let p = plan(&load(&format!("{BASE}B.producer.delivery.timeout.ms = 30000\n")).unwrap());
     assert_eq!(p.produce.delivery_timeout_ms, 30_000);
 }
+
+/// A reload names every used MirrorMaker key it is given: each probe's change is either applied
+/// (a flow updated, restarted, added or removed, or heartbeats restarted, the key named) or
+/// refused by name. None passes unnoticed.
+#[test]
+fn a_reload_names_every_used_key_it_changes() {
+    use strait_control::config::diff::diff;
+    let mut failures = Vec::new();
+    for (key, extra, line, _) in PROBES {
+        let before = format!("{BASE}{extra}");
+        let after = format!("{before}{line}");
+        let (Ok(b), Ok(a)) = (load(&before), load(&after)) else {
+            continue; // every_used_key_reaches_its_component reports it
+        };
+        let plan = diff(&b, &a);
+        let summary = plan.summary();
+        // The policy's settings are named together.
+        let named = summary.contains(key)
+            || key.starts_with("replication.policy.") && summary.contains("replication.policy.*")
+            || (*key == "enabled" || *key == "clusters")
+                && !(plan.added.is_empty() && plan.removed.is_empty());
+        if !named {
+            failures.push(format!("{key}: `{}` -> {summary}", line.trim()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

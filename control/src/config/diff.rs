@@ -208,7 +208,7 @@ macro_rules! fields {
 
 /// The flow settings its duties take in place.
 fn in_place_fields(f: &FlowConfig) -> Fields {
-    fields!(f;
+    let mut out = fields!(f;
         "topics" => topics,
         "topics.exclude" => topics_exclude,
         "groups" => groups,
@@ -233,7 +233,18 @@ fn in_place_fields(f: &FlowConfig) -> Fields {
         "admin.timeout.ms" => admin_timeout_ms,
         "offset.flush.interval.ms" => offset_flush_interval_ms,
         "offset.storage.topic" => mm2_offsets_topic,
-    )
+    );
+    // For progress topics created from then on (a flow added later), as replication.factor is
+    // for remote topics. Only MM2's key: strait.progress.topic.replication.factor is refused.
+    let rf = &f.progress_topic_replication_factor;
+    out.push((
+        "offset.storage.replication.factor",
+        format!(
+            "{:?}",
+            matches!(rf.origin, super::model::Origin::FromKey { .. }).then_some(rf.value)
+        ),
+    ));
+    out
 }
 
 /// The settings of a herder pair's heartbeats.
