@@ -246,8 +246,25 @@ fn settings_read_at_start_are_refused_by_name_and_the_old_file_stays_current() {
     );
     caught_up(&addr, "A->B", 20);
 
-    // SIGHUP: a group setting, refused in the log with its name and reason.
+    // Rules between keys are the config layer's: a reload refuses what strait check refuses.
     let current = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("{current}strait.group.heartbeat.interval.ms = 9000\n"),
+    )
+    .unwrap();
+    let (code, body) = call(&addr, "POST", "/config/reload");
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(body["error_code"], "invalid_config", "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("strait.group.heartbeat.interval.ms = 9000 must be at most a third of strait.group.session.timeout.ms = 10000"),
+        "{body}"
+    );
+
+    // SIGHUP: a group setting, refused in the log with its name and reason.
     std::fs::write(
         &cfg,
         format!("{current}strait.group.session.timeout.ms = 30000\n"),
