@@ -394,24 +394,19 @@ fn ctl_client(args: &CtlArgs) -> anyhow::Result<strait_control::commands::ctl::C
     Ok(strait_control::commands::ctl::Client { addr, token, tls })
 }
 
-/// The API's key store from `strait.api.ssl.*`; passwords without a store are an error
-/// rather than silently unused.
+/// The API's key store from `strait.api.ssl.*` (passwords without a store were refused as the
+/// file was loaded).
 fn api_key_store(
     s: &strait_control::config::StraitSettings,
-) -> anyhow::Result<Option<strait_control::api::ApiKeyStore>> {
-    let password = s.api_keystore_password.value.clone();
-    let key_password = s.api_key_password.value.clone();
-    match &s.api_keystore_location.value {
-        Some(path) => Ok(Some(strait_control::api::ApiKeyStore {
+) -> Option<strait_control::api::ApiKeyStore> {
+    s.api_keystore_location
+        .value
+        .as_ref()
+        .map(|path| strait_control::api::ApiKeyStore {
             path: path.clone(),
-            password,
-            key_password,
-        })),
-        None if password.is_some() || key_password.is_some() => anyhow::bail!(
-            "strait.api.ssl.keystore.password or strait.api.ssl.key.password is set but strait.api.ssl.keystore.location is not"
-        ),
-        None => Ok(None),
-    }
+            password: s.api_keystore_password.value.clone(),
+            key_password: s.api_key_password.value.clone(),
+        })
 }
 
 /// `strait run`'s options besides the config file.
@@ -493,7 +488,7 @@ fn run(path: PathBuf, args: RunArgs, json_logs: bool) -> anyhow::Result<ExitCode
             .map(strait_control::api::ApiToken::new),
         api_queue: cfg.strait.api_command_queue.value as usize,
         api_required: cfg.strait.api_listen.is_from_file(),
-        api_tls: api_key_store(&cfg.strait)?,
+        api_tls: api_key_store(&cfg.strait),
         metrics_enabled: cfg.strait.metrics_enabled.value,
         metrics_per_partition: cfg.strait.metrics_per_partition.value,
         stall_timeout_ms: cfg.strait.health_stall_timeout_ms.value,
@@ -537,13 +532,9 @@ fn group_options(
         .with_context(|| {
             format!("strait.group.cluster = {cluster} is not a cluster of any enabled flow")
         })?;
+    // Their bounds and the cluster were checked as the file was loaded (config::cross).
     let session = s.group_session_timeout_ms.value;
     let heartbeat = s.group_heartbeat_interval_ms.value;
-    if u64::from(heartbeat) * 3 > u64::from(session) {
-        anyhow::bail!(
-            "strait.group.heartbeat.interval.ms = {heartbeat} must be at most a third of strait.group.session.timeout.ms = {session}"
-        );
-    }
     let ms = |v: u32| std::time::Duration::from_millis(u64::from(v));
     Ok(replicate::group::GroupOptions {
         group_id: s

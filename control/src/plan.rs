@@ -132,7 +132,7 @@ pub fn flow_plan(cfg: &Mm2Config, flow: &FlowConfig) -> Result<FlowPlan, PlanErr
         should_replicate: Box::new(move |t| f1.should_replicate_topic(t)),
         remote_name: Box::new(move |t| f2.remote_topic(t)),
         replication_factor: flow.replication_factor.value,
-        progress_replication_factor: cfg.strait.progress_topic_replication_factor.value,
+        progress_replication_factor: flow.progress_topic_replication_factor.value,
         mapping_max_runs: cfg.strait.mapping_max_runs_per_partition.value,
         fetch,
         produce,

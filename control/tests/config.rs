@@ -102,7 +102,25 @@ fn kafka_sample_file() {
         .filter(|w| w.kind == WarningKind::IgnoredKey)
         .map(|w| w.line)
         .collect();
-    assert_eq!(ignored, vec![Some(52), Some(53), Some(54)]);
+    // offset.storage.replication.factor (line 52) sizes strait's progress topic, which stands
+    // in for MM2's offsets topic: a single broker runs the sample.
+    assert_eq!(ignored, vec![Some(53), Some(54)]);
+    for f in &c.flows {
+        let rf = &f.progress_topic_replication_factor;
+        assert_eq!(rf.value, 1, "{}", f.name());
+        assert!(
+            matches!(
+                rf.origin,
+                Origin::FromKey {
+                    key: "offset.storage.replication.factor",
+                    line: 52,
+                    ..
+                }
+            ),
+            "{:?}",
+            rf.origin
+        );
+    }
 }
 
 #[test]
@@ -705,4 +723,57 @@ fn unreadable_file() {
     let report = config::check_with(&corpus("does-not-exist.properties"), &disk());
     assert!(report.has_errors());
     assert_eq!(report.errors[0].kind, ErrorKind::Io);
+}
+
+/// The rules between `strait.*` keys live in the config layer: `strait check` (through the
+/// binary) refuses a file that breaks them, naming the keys and their lines, and `strait run`
+/// refuses it before connecting anywhere, with the same errors.
+#[test]
+fn strait_check_and_run_refuse_contradicting_strait_keys() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("mm2.properties");
+    std::fs::write(
+        &path,
+        "clusters = A, B, C\n\
+         A.bootstrap.servers = 127.0.0.1:1\n\
+         B.bootstrap.servers = 127.0.0.1:1\n\
+         C.bootstrap.servers = 127.0.0.1:1\n\
+         A->B.enabled = true\n\
+         strait.group.session.timeout.ms = 6000\n\
+         strait.group.heartbeat.interval.ms = 2500\n\
+         strait.group.cluster = C\n\
+         strait.api.ssl.key.password = hunter2\n",
+    )
+    .expect("write the file");
+    let bin = env!("CARGO_BIN_EXE_strait");
+    let check = std::process::Command::new(bin)
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("strait check runs");
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(1), "{out}");
+    for want in [
+        "line 7: `strait.group.heartbeat.interval.ms`: strait.group.heartbeat.interval.ms = 2500 must be at most a third of strait.group.session.timeout.ms = 6000",
+        "line 8: `strait.group.cluster`: `C` is not a cluster of any enabled flow",
+        "line 9: `strait.api.ssl.key.password`: is set but strait.api.ssl.keystore.location is not",
+        "FAILED: 3 error(s)",
+    ] {
+        assert!(out.contains(want), "missing `{want}` in\n{out}");
+    }
+    assert!(!out.contains("hunter2"), "{out}");
+    let run = std::process::Command::new(bin)
+        .args(["run", "--config"])
+        .arg(&path)
+        .output()
+        .expect("strait run runs");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("3 configuration error(s)")
+            && err.contains("strait.group.heartbeat.interval.ms")
+            && err.contains("strait.group.cluster")
+            && err.contains("strait.api.ssl.key.password"),
+        "{err}"
+    );
 }

@@ -48,6 +48,8 @@ enum View {
     Flows,
     /// `strait offsets import-mm2|export-mm2`: MM2's offsets topic.
     Migrate,
+    /// strait's progress topic, as it is created.
+    Progress,
 }
 
 fn load(text: &str) -> Result<Mm2Config, String> {
@@ -107,6 +109,7 @@ fn view(v: View, cfg: &Mm2Config, t0: Instant) -> String {
             cfg.enabled_flows().map(|f| f.name()).collect::<Vec<_>>()
         ),
         View::Migrate => p.config.mm2_offsets_topic.value.clone(),
+        View::Progress => p.progress_replication_factor.to_string(),
     }
 }
 
@@ -645,6 +648,12 @@ static PROBES: &[Probe] = &[
         "B.offset.storage.topic = my-offsets\n",
         View::Migrate,
     ),
+    (
+        "offset.storage.replication.factor",
+        "",
+        "B.offset.storage.replication.factor = 1\n",
+        View::Progress,
+    ),
 ];
 
 /// Keys marked used whose component this test cannot reach without brokers or the binary,
@@ -724,7 +733,7 @@ static ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "strait.progress.topic.replication.factor",
-        "FlowPlan.progress_replication_factor, used when the progress topic is created (every test bed config sets it to 1)",
+        "FlowPlan.progress_replication_factor, used when the progress topic is created (every test bed config sets it to 1; control/tests/mm2_sample.rs runs without it)",
     ),
     (
         "strait.mapping.max.runs.per.partition",
@@ -847,4 +856,31 @@ fn descriptions_say_what_strait_does() {
     assert_eq!(p.produce.max_request_bytes, 16 << 20);
     let p = plan(&load(&format!("{BASE}B.producer.delivery.timeout.ms = 30000\n")).unwrap());
     assert_eq!(p.produce.delivery_timeout_ms, 30_000);
+}
+
+/// A reload names every used MirrorMaker key it is given: each probe's change is either applied
+/// (a flow updated, restarted, added or removed, or heartbeats restarted, the key named) or
+/// refused by name. None passes unnoticed.
+#[test]
+fn a_reload_names_every_used_key_it_changes() {
+    use strait_control::config::diff::diff;
+    let mut failures = Vec::new();
+    for (key, extra, line, _) in PROBES {
+        let before = format!("{BASE}{extra}");
+        let after = format!("{before}{line}");
+        let (Ok(b), Ok(a)) = (load(&before), load(&after)) else {
+            continue; // every_used_key_reaches_its_component reports it
+        };
+        let plan = diff(&b, &a);
+        let summary = plan.summary();
+        // The policy's settings are named together.
+        let named = summary.contains(key)
+            || key.starts_with("replication.policy.") && summary.contains("replication.policy.*")
+            || (*key == "enabled" || *key == "clusters")
+                && !(plan.added.is_empty() && plan.removed.is_empty());
+        if !named {
+            failures.push(format!("{key}: `{}` -> {summary}", line.trim()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

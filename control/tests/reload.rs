@@ -198,6 +198,97 @@ fn refused_changes_leave_replication_alone(addr: &str, cfg: &Path, t2: &str) {
     assert_eq!(target_count(&format!("A.{t2}")), 30);
 }
 
+/// Settings read once at start (the stall timeout of /health/ready, the group's) are refused
+/// by name and reason, through the API and by SIGHUP, and the running file stays the one
+/// compared with: taking the change back out is then no change at all.
+#[test]
+fn settings_read_at_start_are_refused_by_name_and_the_old_file_stays_current() {
+    let tb = Testbed::get();
+    let (t1, t2) = (unique("reload-s"), unique("reload-t"));
+    create_topic(tb.source(), &t1, 1, &[]);
+    create_topic(tb.source(), &t2, 1, &[]);
+    produce(&t1, "s", 10);
+    produce(&t2, "t", 10);
+    let cfg = testbed_mm2_config(
+        &t1,
+        "strait.api.listen = 127.0.0.1:0\nrefresh.topics.interval.seconds = 300\n",
+    );
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    let strait = Strait::start(Path::new(STRAIT), &cfg, &[]);
+    let addr = api_addr(&strait);
+    caught_up(&addr, "A->B", 10);
+
+    // Through the API, with a change the reload could apply: nothing is applied.
+    std::fs::write(
+        &cfg,
+        format!("{good}strait.health.stall.timeout.ms = 5000\nA->B.topics = {t1}, {t2}\n"),
+    )
+    .unwrap();
+    let (code, body) = call(&addr, "POST", "/config/reload");
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(body["error_code"], "restart_required", "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("strait.health.stall.timeout.ms (read at start; restart to apply)"),
+        "{body}"
+    );
+    assert!(!message.contains("A->B.topics"), "{body}");
+
+    // The refused file did not become current: without the stall timeout, only the topic is
+    // new (a stored refused file would make the stall timeout change back).
+    std::fs::write(&cfg, format!("{good}A->B.topics = {t1}, {t2}\n")).unwrap();
+    let (code, body) = call(&addr, "POST", "/config/reload");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body["updated"][0]["keys"],
+        serde_json::json!(["topics"]),
+        "{body}"
+    );
+    caught_up(&addr, "A->B", 20);
+
+    // Rules between keys are the config layer's: a reload refuses what strait check refuses.
+    let current = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("{current}strait.group.heartbeat.interval.ms = 9000\n"),
+    )
+    .unwrap();
+    let (code, body) = call(&addr, "POST", "/config/reload");
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(body["error_code"], "invalid_config", "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("strait.group.heartbeat.interval.ms = 9000 must be at most a third of strait.group.session.timeout.ms = 10000"),
+        "{body}"
+    );
+
+    // SIGHUP: a group setting, refused in the log with its name and reason.
+    std::fs::write(
+        &cfg,
+        format!("{current}strait.group.session.timeout.ms = 30000\n"),
+    )
+    .unwrap();
+    strait.signal("HUP");
+    let line = eventually(30, "the refused SIGHUP reload in the log", || {
+        strait
+            .stderr()
+            .lines()
+            .find(|l| l.contains("configuration reload refused") && l.contains("SIGHUP"))
+            .map(str::to_string)
+    });
+    assert!(
+        line.contains("strait.group.session.timeout.ms (the group membership is set up at start"),
+        "{line}"
+    );
+    // Still the file before it.
+    std::fs::write(&cfg, &current).unwrap();
+    let (code, body) = call(&addr, "POST", "/config/reload");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["changed"], false, "{body}");
+}
+
 #[test]
 fn a_removed_flow_stops_and_its_progress_is_flushed() {
     let tb = Testbed::get();

@@ -123,6 +123,11 @@ impl Strait {
         self.child.id()
     }
 
+    /// Whether the process has ended (it is reaped; [`Strait::wait`] then returns at once).
+    pub fn has_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// What was written to stderr so far.
     pub fn stderr(&self) -> String {
         match std::fs::read(&self.stderr_path) {

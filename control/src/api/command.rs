@@ -142,6 +142,7 @@ pub enum CommandError {
     #[error("{} has errors; the running configuration stays:\n{}", path, errors.join("\n"))]
     InvalidConfig { path: String, errors: Vec<String> },
     /// A reloaded config file changes settings fixed until strait restarts; nothing applied.
+    /// Each of `keys` is `key (reason)`.
     #[error("{} cannot change without restarting strait; nothing was applied (the running configuration stays)", keys.join(", "))]
     RestartRequired { keys: Vec<String> },
 }

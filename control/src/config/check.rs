@@ -61,6 +61,7 @@ pub fn check_with(path: &Path, env: &dyn ConfigEnv) -> CheckReport {
 fn origin(o: &Origin) -> String {
     match o {
         Origin::File { line, .. } => format!("line {line}"),
+        Origin::FromKey { key, line, .. } => format!("{key}, line {line}"),
         other => other.to_string(),
     }
 }
@@ -376,6 +377,10 @@ fn flow_replication(out: &mut String, f: &FlowConfig) {
         (
             "offset.storage.topic (MM2 progress)",
             text(&f.mm2_offsets_topic),
+        ),
+        (
+            "strait.progress.topic.replication.factor",
+            text(&f.progress_topic_replication_factor),
         ),
     ] {
         line(out, i, key, &value);

@@ -119,16 +119,50 @@ pub struct KeyDef {
     pub default: Option<&'static str>,
     /// What strait does with it.
     pub support: Support,
+    /// What a reload (`POST /config/reload`, SIGHUP) does when its value changes.
+    pub reload: Reload,
 }
 
+/// What a configuration reload does with a changed key ([`super::diff`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reload {
+    /// Applied without a restart: the reload compares the flows, their clients and heartbeat
+    /// pairs this key feeds, and restarts or updates what changed (a MirrorMaker key).
+    Applied,
+    /// Read once at start: a reload that changes it is refused, naming the key and this reason,
+    /// and nothing is applied.
+    Refused(&'static str),
+}
+
+/// A MirrorMaker key: a reload takes it through the flows, clients and heartbeats it feeds.
 const fn k(name: &'static str, ty: Ty, default: Option<&'static str>, support: Support) -> KeyDef {
     KeyDef {
         name,
         ty,
         default,
         support,
+        reload: Reload::Applied,
     }
 }
+
+/// A `strait.*` key: each says what a reload does with it, since strait reads most of them at
+/// start only.
+const fn s(name: &'static str, ty: Ty, default: Option<&'static str>, reload: Reload) -> KeyDef {
+    KeyDef {
+        name,
+        ty,
+        default,
+        support: Support::Used,
+        reload,
+    }
+}
+
+/// Why a `strait.*` key cannot change while strait runs.
+const AT_START: Reload = Reload::Refused("read at start; restart to apply");
+const API_AT_START: Reload = Reload::Refused("the API is started once, at start; restart to apply");
+const GROUP_AT_START: Reload = Reload::Refused(
+    "the group membership is set up at start; restart every member with the new file",
+);
 
 const I32: Ty = Ty::Int(i32::MIN as i64, i32::MAX as i64);
 const I32_GE0: Ty = Ty::Int(0, i32::MAX as i64);
@@ -971,11 +1005,13 @@ pub static WORKER_KEYS: &[KeyDef] = &[
         Some("25"),
         CONNECT_TOPICS,
     ),
+    // strait's progress topic is MM2's offsets topic: this is the default of
+    // strait.progress.topic.replication.factor (resolve::progress_replication_factor).
     k(
         "offset.storage.replication.factor",
         Ty::ReplicationFactor,
         Some("3"),
-        CONNECT_TOPICS,
+        U,
     ),
     k("config.storage.topic", Ty::Str, None, CONNECT_TOPICS),
     k(
@@ -1405,80 +1441,115 @@ pub static MM2_TOP_KEYS: &[KeyDef] = &[
 
 /// strait's own settings (top level only).
 pub static STRAIT_KEYS: &[KeyDef] = &[
-    k("strait.shards", Ty::Int(0, 1024), Some("0"), U),
-    k(
+    s(
+        "strait.shards",
+        Ty::Int(0, 1024),
+        Some("0"),
+        Reload::Refused("the shard threads are started once; restart to apply"),
+    ),
+    s(
         "strait.io",
         Ty::Enum(&["auto", "uring", "epoll"]),
         Some("auto"),
-        U,
+        Reload::Refused("the shards' IO backend is chosen at start; restart to apply"),
     ),
-    k(
+    s(
         "strait.api.listen",
         Ty::ListenAddr,
         Some("127.0.0.1:8787"),
-        U,
+        API_AT_START,
     ),
-    k("strait.api.token", Ty::Password, None, U),
-    k("strait.api.command.queue", Ty::Int(1, 65536), Some("64"), U),
-    k("strait.api.ssl.keystore.location", Ty::Str, None, U),
-    k("strait.api.ssl.keystore.password", Ty::Password, None, U),
-    k("strait.api.ssl.key.password", Ty::Password, None, U),
-    k(
+    s("strait.api.token", Ty::Password, None, API_AT_START),
+    s(
+        "strait.api.command.queue",
+        Ty::Int(1, 65536),
+        Some("64"),
+        API_AT_START,
+    ),
+    s(
+        "strait.api.ssl.keystore.location",
+        Ty::Str,
+        None,
+        API_AT_START,
+    ),
+    s(
+        "strait.api.ssl.keystore.password",
+        Ty::Password,
+        None,
+        API_AT_START,
+    ),
+    s(
+        "strait.api.ssl.key.password",
+        Ty::Password,
+        None,
+        API_AT_START,
+    ),
+    s(
         "strait.memory.bytes",
         Ty::Long(1 << 20, 1 << 40),
         Some("100663296"),
-        U,
+        Reload::Refused("the shards' memory budget is set at start; restart to apply"),
     ),
-    k(
+    s(
         "strait.progress.topic.replication.factor",
         Ty::ReplicationFactor,
         Some("3"),
-        U,
+        AT_START,
     ),
-    k(
+    s(
         "strait.on.lost.position",
         Ty::Enum(&["fail", "earliest"]),
         Some("fail"),
-        U,
+        AT_START,
     ),
     // Bounds are MIN_MAX_SEGMENTS and MAX_MAX_SEGMENTS of model::mapping_cost.
-    k(
+    s(
         "strait.mapping.max.runs.per.partition",
         Ty::Int(256, 16_384),
         Some("1024"),
-        U,
+        Reload::Refused("sizes the offset mapping restored at start; restart to apply"),
     ),
-    k("strait.metrics.enabled", Ty::Bool, Some("true"), U),
-    k("strait.metrics.per.partition", Ty::Bool, Some("true"), U),
-    k(
+    s(
+        "strait.metrics.enabled",
+        Ty::Bool,
+        Some("true"),
+        Reload::Refused("the metrics registry is built at start; restart to apply"),
+    ),
+    s(
+        "strait.metrics.per.partition",
+        Ty::Bool,
+        Some("true"),
+        Reload::Refused("the metrics registry is built at start; restart to apply"),
+    ),
+    s(
         "strait.health.stall.timeout.ms",
         Ty::Long(1_000, 86_400_000),
         Some("60000"),
-        U,
+        AT_START,
     ),
     // Groups of instances (`run::group`). The id defaults to `strait-<digest of the file>`, so
     // that instances started with the same file form one group; the cluster to the target of
     // the first enabled flow.
-    k("strait.group.id", Ty::Str, None, U),
-    k("strait.group.cluster", Ty::Str, None, U),
-    k("strait.group.instance.id", Ty::Str, None, U),
-    k(
+    s("strait.group.id", Ty::Str, None, GROUP_AT_START),
+    s("strait.group.cluster", Ty::Str, None, GROUP_AT_START),
+    s("strait.group.instance.id", Ty::Str, None, GROUP_AT_START),
+    s(
         "strait.group.session.timeout.ms",
         Ty::Int(1000, 1_800_000),
         Some("10000"),
-        U,
+        GROUP_AT_START,
     ),
-    k(
+    s(
         "strait.group.heartbeat.interval.ms",
         Ty::Int(100, 600_000),
         Some("3000"),
-        U,
+        GROUP_AT_START,
     ),
-    k(
+    s(
         "strait.group.rebalance.timeout.ms",
         Ty::Int(1000, 1_800_000),
         Some("30000"),
-        U,
+        GROUP_AT_START,
     ),
 ];
 

@@ -8,14 +8,15 @@
 //!
 //! Pipeline: bytes → [`properties`] (Java `Properties.load` rules, line numbers) →
 //! [`providers`] (`${env:..}`, `${file:..}`) → `validate` (scope, catalogue in [`keys`],
-//! types) → `resolve` (MirrorMaker's precedence, typed flows and clients) → `traps`
-//! (warnings) → [`check`] (report).
+//! types) → `resolve` (MirrorMaker's precedence, typed flows and clients) → `cross` (rules
+//! between `strait.*` keys) → `traps` (warnings) → [`check`] (report).
 //!
 //! Bounds: the file may hold [`MAX_FILE_BYTES`] bytes and [`MAX_ENTRIES`] entries, and list
 //! [`resolve::MAX_CLUSTERS`] cluster aliases; provider files are limited to
 //! [`providers::MAX_PROVIDER_FILE_BYTES`].
 
 pub mod check;
+mod cross;
 pub mod diff;
 pub mod error;
 pub mod jaas;
@@ -223,10 +224,12 @@ pub(crate) fn analyse(path: &Path, env: &dyn ConfigEnv) -> Outcome {
     );
 
     let mut resolver = Resolver::new(path_arc.clone(), &raw, clusters.clone());
-    let (clusters_cfg, flows) = resolver.resolve();
+    let (clusters_cfg, mut flows) = resolver.resolve();
     errors.append(&mut resolver.errors);
     warnings.append(&mut resolver.warnings);
     let strait = resolve::strait_settings(&path_arc, &raw);
+    resolve::prefer_strait_progress_replication(&mut flows, &strait);
+    errors.extend(cross::errors(&strait, &flows));
     traps::add_warnings(&raw, &clusters_cfg, &flows, &mut warnings);
 
     dedup(&mut errors, |e| {

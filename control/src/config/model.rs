@@ -32,6 +32,16 @@ pub enum Origin {
         /// Why strait differs.
         why: &'static str,
     },
+    /// Not set itself: taken from another key of the file, which means the same thing to
+    /// MirrorMaker.
+    FromKey {
+        /// The key the value was taken from.
+        key: &'static str,
+        /// The config file.
+        path: Arc<Path>,
+        /// 1-based line of that key.
+        line: u32,
+    },
 }
 
 impl fmt::Display for Origin {
@@ -40,6 +50,9 @@ impl fmt::Display for Origin {
             Origin::File { path, line } => write!(f, "{}:{line}", path.display()),
             Origin::MirrorMakerDefault => f.write_str("MM2 default"),
             Origin::StraitDefault { why } => write!(f, "strait default: {why}"),
+            Origin::FromKey { key, path, line } => {
+                write!(f, "{key}, {}:{line}", path.display())
+            }
         }
     }
 }
@@ -341,6 +354,11 @@ pub struct FlowConfig {
     /// Where MM2 kept this flow's progress (`offset.storage.topic`, default
     /// `mm2-offsets.<source>.internal`), for importing it.
     pub mm2_offsets_topic: Setting<String>,
+    /// The replication factor of strait's progress topic for this flow, when it is created:
+    /// `strait.progress.topic.replication.factor` if the file sets it, else MM2's
+    /// `offset.storage.replication.factor` (strait's progress topic is MM2's offsets topic), else
+    /// strait's default.
+    pub progress_topic_replication_factor: Setting<i16>,
     /// `clients`.
     pub clients: FlowClients,
 }
@@ -449,7 +467,9 @@ pub struct StraitSettings {
     /// them (at least 1 MiB each), default 96 MiB (1 MiB..=1 TiB). A total rather than a
     /// per-shard figure, so that memory does not grow with the core count.
     pub memory_bytes: Setting<u64>,
-    /// `strait.progress.topic.replication.factor`: default 3; -1 for the broker default.
+    /// `strait.progress.topic.replication.factor`: default 3; -1 for the broker default. A flow
+    /// without it takes MM2's `offset.storage.replication.factor`
+    /// ([`FlowConfig::progress_topic_replication_factor`]).
     pub progress_topic_replication_factor: Setting<i16>,
     /// `strait.mapping.max.runs.per.partition`: the runs of one partition's exact offset
     /// mapping kept in memory and stored with its progress, default 1 024 (256..=16 384). A
@@ -493,6 +513,43 @@ pub struct StraitSettings {
     /// `strait.group.rebalance.timeout.ms`: how long a rebalance waits for the members to
     /// rejoin, default 30 000 (1 000..=1 800 000).
     pub group_rebalance_timeout_ms: Setting<u32>,
+}
+
+impl StraitSettings {
+    /// The value of the `strait.*` key `key` as text to compare two configurations with
+    /// (secrets included: the text is compared, never shown); `None` for a key this struct does
+    /// not hold (a unit test of `config::diff` walks every key of `keys::STRAIT_KEYS`).
+    pub fn compared(&self, key: &str) -> Option<String> {
+        fn d<T: fmt::Debug>(s: &Setting<T>) -> String {
+            format!("{:?}", s.value)
+        }
+        Some(match key {
+            "strait.shards" => d(&self.shards),
+            "strait.io" => d(&self.io),
+            "strait.api.listen" => d(&self.api_listen),
+            "strait.api.token" => d(&self.api_token),
+            "strait.api.command.queue" => d(&self.api_command_queue),
+            "strait.api.ssl.keystore.location" => d(&self.api_keystore_location),
+            "strait.api.ssl.keystore.password" => d(&self.api_keystore_password),
+            "strait.api.ssl.key.password" => d(&self.api_key_password),
+            "strait.memory.bytes" => d(&self.memory_bytes),
+            "strait.progress.topic.replication.factor" => {
+                d(&self.progress_topic_replication_factor)
+            }
+            "strait.mapping.max.runs.per.partition" => d(&self.mapping_max_runs_per_partition),
+            "strait.on.lost.position" => d(&self.on_lost_position),
+            "strait.metrics.enabled" => d(&self.metrics_enabled),
+            "strait.metrics.per.partition" => d(&self.metrics_per_partition),
+            "strait.health.stall.timeout.ms" => d(&self.health_stall_timeout_ms),
+            "strait.group.id" => d(&self.group_id),
+            "strait.group.cluster" => d(&self.group_cluster),
+            "strait.group.instance.id" => d(&self.group_instance_id),
+            "strait.group.session.timeout.ms" => d(&self.group_session_timeout_ms),
+            "strait.group.heartbeat.interval.ms" => d(&self.group_heartbeat_interval_ms),
+            "strait.group.rebalance.timeout.ms" => d(&self.group_rebalance_timeout_ms),
+            _ => return None,
+        })
+    }
 }
 
 /// A whole resolved `mm2.properties`.

@@ -124,6 +124,41 @@ fn setting<T>(
     Setting::new(default, Origin::MirrorMakerDefault)
 }
 
+/// MM2's `offset.storage.replication.factor` for a flow's worker (`<target>.` or top level):
+/// the replication factor of the topic strait's progress topic stands in for, with an
+/// [`Origin::FromKey`]. Anything else is a placeholder that `config::load` replaces with
+/// strait's own setting ([`prefer_strait_progress_replication`]).
+fn mm2_offsets_replication_factor(worker: &Props) -> Setting<i16> {
+    const KEY: &str = "offset.storage.replication.factor";
+    match worker
+        .get(KEY)
+        .map(|v| (parse_replication_factor(&v.value), &v.origin))
+    {
+        Some((Ok(rf), Origin::File { path, line })) => Setting::new(
+            rf,
+            Origin::FromKey {
+                key: KEY,
+                path: path.clone(),
+                line: *line,
+            },
+        ),
+        _ => Setting::new(3, Origin::MirrorMakerDefault),
+    }
+}
+
+/// Each flow's progress topic replication factor: `strait.progress.topic.replication.factor`
+/// when the file sets it, else MM2's `offset.storage.replication.factor` for the flow, else
+/// strait's default.
+pub(crate) fn prefer_strait_progress_replication(flows: &mut [FlowConfig], s: &StraitSettings) {
+    let own = &s.progress_topic_replication_factor;
+    for f in flows {
+        let mm2 = &f.progress_topic_replication_factor;
+        if own.is_from_file() || !matches!(mm2.origin, Origin::FromKey { .. }) {
+            f.progress_topic_replication_factor = own.clone();
+        }
+    }
+}
+
 fn parse_u64(v: &str) -> Result<u64, ValueError> {
     parse_int(v, 0, i64::MAX, "a 64-bit integer >= 0").map(|n| n as u64)
 }
@@ -559,6 +594,7 @@ impl<'a> Resolver<'a> {
             format!("mm2-offsets.{src}.internal"),
             |v| Ok(java_trim(v).to_string()),
         );
+        let progress_topic_replication_factor = mm2_offsets_replication_factor(&worker);
 
         if enabled.value && !emit_offset_syncs_enabled.value {
             self.refuse_offset_syncs_settings(&cp, src, tgt);
@@ -615,6 +651,7 @@ impl<'a> Resolver<'a> {
             admin_timeout_ms,
             offset_flush_interval_ms,
             mm2_offsets_topic,
+            progress_topic_replication_factor,
             clients,
         }
     }
@@ -2119,6 +2156,48 @@ mod tests {
             f.clients.offset_syncs_producer.client.client_id.value,
             "A->B|strait|offset-syncs-target-producer"
         );
+    }
+
+    #[test]
+    fn the_progress_topic_takes_mm2s_offsets_topic_replication_factor() {
+        let rf = |c: &Mm2Config, s: &str, t: &str| {
+            let f = c.flow(s, t).expect("flow");
+            (
+                f.progress_topic_replication_factor.value,
+                f.progress_topic_replication_factor.origin.clone(),
+            )
+        };
+        // Neither: strait's default.
+        let c = load("");
+        assert_eq!(rf(&c, "A", "B").0, 3);
+        assert!(matches!(rf(&c, "A", "B").1, Origin::StraitDefault { .. }));
+        // MM2's offsets topic setting, top level or the target cluster's, as workerConfig reads it.
+        let c = load(
+            "offset.storage.replication.factor = 1
+",
+        );
+        assert_eq!(rf(&c, "A", "B").0, 1);
+        assert!(matches!(
+            rf(&c, "A", "B").1,
+            Origin::FromKey {
+                key: "offset.storage.replication.factor",
+                ..
+            }
+        ));
+        let c = load(
+            "B.offset.storage.replication.factor = 2
+",
+        );
+        assert_eq!(rf(&c, "A", "B").0, 2);
+        assert_eq!(rf(&c, "B", "A").0, 3);
+        // strait's own key wins.
+        let c = load(
+            "offset.storage.replication.factor = 1
+strait.progress.topic.replication.factor = -1
+",
+        );
+        assert_eq!(rf(&c, "A", "B").0, -1);
+        assert!(line_of(&rf(&c, "A", "B").1).is_some());
     }
 
     #[test]

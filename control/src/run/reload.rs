@@ -187,7 +187,9 @@ pub(crate) fn validate(r: &Reloader) -> Result<Validated, CommandError> {
     };
     let plan = diff(current, &config);
     if !plan.refused.is_empty() {
-        return Err(CommandError::RestartRequired { keys: plan.refused });
+        return Err(CommandError::RestartRequired {
+            keys: plan.refused.iter().map(ToString::to_string).collect(),
+        });
     }
     let flows = crate::plan::plans(&config).map_err(|e| invalid(vec![e.to_string()]))?;
     let (heartbeats, _) = heartbeats::plans(&config);
