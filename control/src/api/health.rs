@@ -137,8 +137,23 @@ pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
             now_ms.saturating_sub(g.state_since_ms) / 1000
         ));
     }
+    // A shard that takes no commands starts, stops and seeks nothing it is told to.
+    let mut shard_stuck = false;
+    for s in &status.shards {
+        if let Some(since) = s.commands_taken_none_since_ms
+            && now_ms.saturating_sub(since) > timeout_ms
+        {
+            shard_stuck = true;
+            h.reasons.push(format!(
+                "shard_stuck: shard {} has not taken commands for {} s ({} wait for it)",
+                s.shard,
+                now_ms.saturating_sub(since) / 1000,
+                s.commands_waiting
+            ));
+        }
+    }
     if bad.is_empty() {
-        if group_stuck.is_some() {
+        if group_stuck.is_some() || shard_stuck {
             h.status = "not_ready";
         }
         return h;
@@ -184,6 +199,27 @@ mod tests {
         p.state = "replicating".into();
         p.error = None;
         s
+    }
+
+    #[test]
+    fn a_shard_that_takes_no_commands_past_the_stall_timeout_is_not_ready() {
+        let mut s = running();
+        let timeout = s.settings.stall_timeout_ms as i64;
+        s.shards[0].commands_waiting = 7;
+        s.shards[0].commands_taken_none_since_ms = Some(NOW - timeout + 1_000);
+        assert!(ready(&s, Some(Duration::from_secs(1)), NOW).is_ok());
+        s.shards[0].commands_taken_none_since_ms = Some(NOW - timeout - 1_000);
+        let h = ready(&s, Some(Duration::from_secs(1)), NOW);
+        assert_eq!(h.status, "not_ready");
+        assert!(
+            h.reasons[0].starts_with(&format!(
+                "shard_stuck: shard {} has not taken commands for 61 s",
+                s.shards[0].shard
+            )),
+            "{:?}",
+            h.reasons
+        );
+        assert!(h.reasons[0].ends_with("(7 wait for it)"), "{:?}", h.reasons);
     }
 
     #[test]

@@ -308,6 +308,12 @@ fn encode_shards(e: &mut DescriptorEncoder, shards: &[ShardStatus]) -> Fmt {
         "strait_memory_budget_bytes",
         "The shard's budget for fetched bytes (its share of strait.memory.bytes).",
         shards.iter().map(|sh| (label(sh), sh.memory_budget_bytes)),
+    )?;
+    gauges(
+        e,
+        "strait_shard_commands_waiting",
+        "Commands of the control loop that the shard's channel has not taken yet.",
+        shards.iter().map(|sh| (label(sh), sh.commands_waiting)),
     )
 }
 
