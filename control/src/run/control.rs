@@ -21,7 +21,7 @@ use crate::duties::heartbeats::Heartbeats;
 use crate::duties::topics::TopicChange;
 
 /// How often the control loop turns.
-const TICK: Duration = Duration::from_millis(20);
+pub const TICK: Duration = Duration::from_millis(20);
 
 /// The longest one duty's cluster work (a progress flush, a liveness beat, heartbeats, offsets,
 /// topic sync) may hold the loop. Past it the duty's work is dropped, logged, and runs again
@@ -29,7 +29,7 @@ const TICK: Duration = Duration::from_millis(20);
 /// succeeded; the others retry at their next interval). Between duties the loop publishes the
 /// status and carries out API commands, so one unreachable cluster delays those by at most
 /// this much, not by an admin call's whole retry budget.
-const DUTY_DEADLINE: Duration = Duration::from_secs(2);
+pub const DUTY_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Runs one duty's cluster work with [`DUTY_DEADLINE`]; `None` (logged) when it took longer.
 async fn with_deadline<T>(

@@ -33,6 +33,9 @@ use strait_dataplane::io::IoBackend;
 use strait_dataplane::shard::{ClusterEndpoint, ShardStats};
 use strait_dataplane::wire::WireError;
 
+pub use self::control::{DUTY_DEADLINE, TICK};
+pub use self::start::TEST_COMMAND_CHANNEL_ENV;
+
 use self::assign::Partitions;
 use self::control::ProcessDuties;
 use crate::api::ApiError;
