@@ -124,8 +124,8 @@ fn a_full_shard_channel_never_freezes_the_api_or_the_group_heartbeats() {
                 generations.insert(g);
             }
         }
-        let copied = try_offsets(tb.target(), &remote)
-            .is_some_and(|o| o.iter().map(|o| o.1).eq(ends()));
+        let copied =
+            try_offsets(tb.target(), &remote).is_some_and(|o| o.iter().map(|o| o.1).eq(ends()));
         if copied {
             break;
         }

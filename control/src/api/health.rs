@@ -6,6 +6,8 @@
 //! - Ready: live, and every flow's partitions are running: none `FAILED`, and none stuck
 //!   (lag without progress, see `PartitionStatus::stuck_since_ms`) for longer than
 //!   `strait.health.stall.timeout.ms`. Partitions an operator paused or stopped do not count.
+//!   Nor has a shard taken none of the control loop's commands for that long (`shard_stuck`):
+//!   what it was told to start, stop or seek does not happen.
 //!   A partition whose target does not answer has lag and makes no progress, so it turns
 //!   strait not ready after the timeout, with the shard's reason (`target_unreachable`...).
 //!
@@ -137,21 +139,9 @@ pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
             now_ms.saturating_sub(g.state_since_ms) / 1000
         ));
     }
-    // A shard that takes no commands starts, stops and seeks nothing it is told to.
-    let mut shard_stuck = false;
-    for s in &status.shards {
-        if let Some(since) = s.commands_taken_none_since_ms
-            && now_ms.saturating_sub(since) > timeout_ms
-        {
-            shard_stuck = true;
-            h.reasons.push(format!(
-                "shard_stuck: shard {} has not taken commands for {} s ({} wait for it)",
-                s.shard,
-                now_ms.saturating_sub(since) / 1000,
-                s.commands_waiting
-            ));
-        }
-    }
+    let stuck = stuck_shards(status, now_ms, timeout_ms);
+    let shard_stuck = !stuck.is_empty();
+    h.reasons.extend(stuck);
     if bad.is_empty() {
         if group_stuck.is_some() || shard_stuck {
             h.status = "not_ready";
@@ -172,6 +162,26 @@ pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
     h.status = "not_ready";
     h.partitions = bad;
     h
+}
+
+/// Shards that took none of the control loop's commands for longer than `timeout_ms`, in
+/// words: a shard that takes no commands starts, stops and seeks nothing it is told to.
+fn stuck_shards(status: &Status, now_ms: i64, timeout_ms: i64) -> Vec<String> {
+    status
+        .shards
+        .iter()
+        .filter_map(|s| {
+            let idle_ms = now_ms.saturating_sub(s.commands_taken_none_since_ms?);
+            (idle_ms > timeout_ms).then(|| {
+                format!(
+                    "shard_stuck: shard {} has not taken commands for {} s ({} wait for it)",
+                    s.shard,
+                    idle_ms / 1000,
+                    s.commands_waiting
+                )
+            })
+        })
+        .collect()
 }
 
 /// Since when the shard cannot fetch the partition from its source, if it cannot. Its lag is

@@ -44,6 +44,7 @@ pub const FAMILIES: &[&str] = &[
     "strait_slow_path_batches_by_reason_total",
     "strait_buffered_bytes",
     "strait_memory_budget_bytes",
+    "strait_shard_commands_waiting",
     "strait_record_age_seconds",
     "strait_replication_latency_seconds",
     "strait_flow_records_copied_total",
