@@ -114,11 +114,19 @@ fn keys_in(
     Ok((fid, keys))
 }
 
-/// An operator's command goes to a shard only when none of the control loop's wait for it:
+/// An operator's commands go to the shards of `keys` only when no commands wait for them:
 /// each request then queues at most its own (a few per partition), and the outbox's bound
 /// holds whatever operators send. A busy shard answers 503 for a moment.
-fn shards_idle(shards: &Shards) -> Result<(), CommandError> {
-    match (0..shards.len()).find(|&s| shards.waiting(s) > 0) {
+fn shards_idle<'k>(
+    shards: &Shards,
+    parts: &Partitions,
+    keys: impl IntoIterator<Item = &'k PartitionKey>,
+) -> Result<(), CommandError> {
+    let busy = keys
+        .into_iter()
+        .filter_map(|k| parts.get(k).map(|st| st.shard))
+        .find(|&s| shards.waiting(s) > 0);
+    match busy {
         Some(shard) => Err(CommandError::Unavailable {
             message: format!(
                 "shard {shard} has {} commands waiting for it; try again",
@@ -140,7 +148,7 @@ fn send(shards: &Shards, shard: usize, cmd: ShardCommand) -> Result<(), CommandE
 /// Pause, resume or stop the partitions of a scope.
 async fn act(scope: &Scope, action: Action, ctx: &mut Ctx<'_>) -> Result<Reply, CommandError> {
     let (fid, keys) = keys_in(scope, ctx.flows, ctx.parts)?;
-    shards_idle(ctx.shards)?;
+    shards_idle(ctx.shards, ctx.parts, &keys)?;
     let mut done = Vec::new();
     for key in keys {
         let Some(st) = ctx.parts.get(&key) else {
@@ -218,7 +226,7 @@ async fn set_offsets(
     let fid = flow_id(ctx.flows, flow)?;
     let checked = check_changes(flow, fid, changes, ctx)?;
     let targets = resolve(&ctx.flows[fid as usize], &checked).await?;
-    shards_idle(ctx.shards)?;
+    shards_idle(ctx.shards, ctx.parts, targets.iter().map(|(k, _)| k))?;
     let mut applied = Vec::new();
     for (key, after) in targets {
         if let Some(a) = apply_one(flow, fid, &key, after, ctx)? {

@@ -369,6 +369,36 @@ mod tests {
     }
 
     #[test]
+    fn a_shard_that_never_reads_its_channel_never_blocks_control() {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        // Holds its channel open and reads nothing, like a shard stuck in a long operation.
+        let thread = std::thread::spawn(move || {
+            let _rx = rx;
+            std::thread::park_timeout(Duration::from_secs(30));
+        });
+        let shards = Shards::new(vec![ShardHandle {
+            index: 0,
+            commands: tx,
+            thread,
+        }]);
+        let started = Instant::now();
+        for p in 0..100 {
+            shards.send(0, pause(p)).unwrap();
+        }
+        shards.send(0, ShardCommand::Shutdown).unwrap();
+        shards.flush(100).unwrap();
+        shards.flush_stopping();
+        // A blocking send would wait here until the thread ends (30 s).
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            shards.waiting(0),
+            100,
+            "one in the channel, the rest in order here"
+        );
+        assert_eq!(shards.check_stalls(Duration::from_secs(3600)).len(), 1);
+    }
+
+    #[test]
     fn a_full_channel_never_blocks_and_every_command_arrives_in_order() {
         let t0 = Instant::now();
         let mut outbox = Outbox::new(2);
