@@ -82,6 +82,16 @@ fn parse_summary(line: &str) -> Option<Summary> {
 impl Strait {
     /// Starts `bin run --config CONFIG ARGS...`.
     pub fn start(bin: &Path, config: &Path, args: &[&str]) -> Strait {
+        Strait::start_with_env(bin, config, args, &[])
+    }
+
+    /// Like [`Strait::start`], with `env` set in the process's environment too.
+    pub fn start_with_env(
+        bin: &Path,
+        config: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Strait {
         let stderr_path = tempfile::Builder::new()
             .prefix("strait-stderr-")
             .tempfile()
@@ -100,6 +110,7 @@ impl Strait {
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or("info".into()),
             )
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);

@@ -6,6 +6,8 @@
 //! - Ready: live, and every flow's partitions are running: none `FAILED`, and none stuck
 //!   (lag without progress, see `PartitionStatus::stuck_since_ms`) for longer than
 //!   `strait.health.stall.timeout.ms`. Partitions an operator paused or stopped do not count.
+//!   Nor has a shard taken none of the control loop's commands for that long (`shard_stuck`):
+//!   what it was told to start, stop or seek does not happen.
 //!   A partition whose target does not answer has lag and makes no progress, so it turns
 //!   strait not ready after the timeout, with the shard's reason (`target_unreachable`...).
 //!
@@ -137,8 +139,11 @@ pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
             now_ms.saturating_sub(g.state_since_ms) / 1000
         ));
     }
+    let stuck = stuck_shards(status, now_ms, timeout_ms);
+    let shard_stuck = !stuck.is_empty();
+    h.reasons.extend(stuck);
     if bad.is_empty() {
-        if group_stuck.is_some() {
+        if group_stuck.is_some() || shard_stuck {
             h.status = "not_ready";
         }
         return h;
@@ -157,6 +162,26 @@ pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
     h.status = "not_ready";
     h.partitions = bad;
     h
+}
+
+/// Shards that took none of the control loop's commands for longer than `timeout_ms`, in
+/// words: a shard that takes no commands starts, stops and seeks nothing it is told to.
+fn stuck_shards(status: &Status, now_ms: i64, timeout_ms: i64) -> Vec<String> {
+    status
+        .shards
+        .iter()
+        .filter_map(|s| {
+            let idle_ms = now_ms.saturating_sub(s.commands_taken_none_since_ms?);
+            (idle_ms > timeout_ms).then(|| {
+                format!(
+                    "shard_stuck: shard {} has not taken commands for {} s ({} wait for it)",
+                    s.shard,
+                    idle_ms / 1000,
+                    s.commands_waiting
+                )
+            })
+        })
+        .collect()
 }
 
 /// Since when the shard cannot fetch the partition from its source, if it cannot. Its lag is
@@ -184,6 +209,27 @@ mod tests {
         p.state = "replicating".into();
         p.error = None;
         s
+    }
+
+    #[test]
+    fn a_shard_that_takes_no_commands_past_the_stall_timeout_is_not_ready() {
+        let mut s = running();
+        let timeout = s.settings.stall_timeout_ms as i64;
+        s.shards[0].commands_waiting = 7;
+        s.shards[0].commands_taken_none_since_ms = Some(NOW - timeout + 1_000);
+        assert!(ready(&s, Some(Duration::from_secs(1)), NOW).is_ok());
+        s.shards[0].commands_taken_none_since_ms = Some(NOW - timeout - 1_000);
+        let h = ready(&s, Some(Duration::from_secs(1)), NOW);
+        assert_eq!(h.status, "not_ready");
+        assert!(
+            h.reasons[0].starts_with(&format!(
+                "shard_stuck: shard {} has not taken commands for 61 s",
+                s.shards[0].shard
+            )),
+            "{:?}",
+            h.reasons
+        );
+        assert!(h.reasons[0].ends_with("(7 wait for it)"), "{:?}", h.reasons);
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub const FAMILIES: &[&str] = &[
     "strait_slow_path_batches_by_reason_total",
     "strait_buffered_bytes",
     "strait_memory_budget_bytes",
+    "strait_shard_commands_waiting",
     "strait_record_age_seconds",
     "strait_replication_latency_seconds",
     "strait_flow_records_copied_total",
@@ -308,6 +309,12 @@ fn encode_shards(e: &mut DescriptorEncoder, shards: &[ShardStatus]) -> Fmt {
         "strait_memory_budget_bytes",
         "The shard's budget for fetched bytes (its share of strait.memory.bytes).",
         shards.iter().map(|sh| (label(sh), sh.memory_budget_bytes)),
+    )?;
+    gauges(
+        e,
+        "strait_shard_commands_waiting",
+        "Commands of the control loop that the shard's channel has not taken yet.",
+        shards.iter().map(|sh| (label(sh), sh.commands_waiting)),
     )
 }
 

@@ -132,6 +132,12 @@ pub struct ShardStatus {
     pub buffered_bytes: u64,
     /// The budget for `buffered_bytes` (the shard's share of `strait.memory.bytes`).
     pub memory_budget_bytes: u64,
+    /// Commands of the control loop its channel did not take yet (they wait, in order).
+    pub commands_waiting: u64,
+    /// While commands wait: since when it took none (ms since the epoch). Past
+    /// `strait.health.stall.timeout.ms`, `/health/ready` fails.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands_taken_none_since_ms: Option<i64>,
 }
 
 impl ShardStatus {
@@ -162,6 +168,9 @@ impl ShardStatus {
             request_timeouts: s.request_timeouts,
             buffered_bytes: s.buffered_bytes,
             memory_budget_bytes: s.memory_budget_bytes,
+            // Set by the control loop from its outbox.
+            commands_waiting: 0,
+            commands_taken_none_since_ms: None,
         }
     }
 }

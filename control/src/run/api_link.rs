@@ -3,11 +3,12 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use strait_dataplane::shard::{PartitionKey, ShardHandle, ShardStats};
+use strait_dataplane::shard::{PartitionKey, ShardStats};
 use tokio::sync::mpsc;
 
 use super::assign::Partitions;
 use super::commands::{Ctx, Hold, Holds, handle};
+use super::outbox::{Backlog, Shards};
 use super::status::status;
 use super::{FlowRuntime, RunOptions, now_ms};
 use crate::api::{ApiCommand, ApiState, Published, Request};
@@ -29,6 +30,8 @@ pub(super) struct ApiLink {
     pub(super) group: Option<crate::api::status::GroupStatus>,
     /// Reload requests, for the control loop (`reload::if_requested`).
     pub(super) reloads: Vec<ApiCommand>,
+    /// Shards with commands waiting for them, set by the control loop every turn.
+    pub(super) shard_backlogs: Vec<Backlog>,
 }
 
 /// How often the API's snapshot is refreshed.
@@ -49,6 +52,7 @@ impl ApiLink {
             heartbeats: Vec::new(),
             group: None,
             reloads: Vec::new(),
+            shard_backlogs: Vec::new(),
         }
     }
 
@@ -57,7 +61,7 @@ impl ApiLink {
         &mut self,
         flows: &mut [FlowRuntime],
         parts: &mut Partitions,
-        shards: &[ShardHandle],
+        shards: &Shards,
     ) {
         let mut done = 0;
         while done < COMMANDS_PER_TURN
@@ -106,6 +110,25 @@ impl ApiLink {
         snapshot.group.clone_from(&self.group);
         let now_ms = now_ms();
         snapshot.heartbeats = self.heartbeats.clone();
+        for b in &self.shard_backlogs {
+            let pos = match snapshot.shards.iter().position(|s| s.shard == b.shard) {
+                Some(p) => p,
+                // A shard that never reported (stuck from the start) is shown all the same.
+                None => {
+                    snapshot.shards.push(crate::api::ShardStatus {
+                        shard: b.shard,
+                        ..Default::default()
+                    });
+                    snapshot.shards.len() - 1
+                }
+            };
+            let s = &mut snapshot.shards[pos];
+            s.commands_waiting = b.waiting as u64;
+            let idle_ms = now.saturating_duration_since(b.since).as_millis();
+            s.commands_taken_none_since_ms =
+                Some(now_ms.saturating_sub(i64::try_from(idle_ms).unwrap_or(i64::MAX)));
+        }
+        snapshot.shards.sort_by_key(|s| s.shard);
         self.since.retain(|k, _| parts.contains_key(k));
         for (fid, f) in snapshot.flows.iter_mut().enumerate() {
             for p in &mut f.partitions {

@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand, ShardHandle};
+use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand};
 
 use super::FlowRuntime;
 use super::assign::Partitions;
+use super::outbox::Shards;
 use crate::api::command::{
     Action, ConnectOffset, ConnectPartition, ConnectPosition, OffsetApplied, OffsetChange, Scope,
 };
@@ -30,7 +31,7 @@ pub(super) type Holds = BTreeMap<PartitionKey, Hold>;
 pub(super) struct Ctx<'a> {
     pub(super) flows: &'a mut [FlowRuntime],
     pub(super) parts: &'a mut Partitions,
-    pub(super) shards: &'a [ShardHandle],
+    pub(super) shards: &'a Shards,
     pub(super) holds: &'a mut Holds,
     /// Who asked, for the log.
     pub(super) client: &'a str,
@@ -113,18 +114,41 @@ fn keys_in(
     Ok((fid, keys))
 }
 
-fn send(ctx: &Ctx<'_>, shard: usize, cmd: ShardCommand) -> Result<(), CommandError> {
-    ctx.shards[shard]
-        .commands
-        .try_send(cmd)
-        .map_err(|_| CommandError::Unavailable {
-            message: format!("shard {shard} does not take commands now; try again"),
+/// An operator's commands go to the shards of `keys` only when no commands wait for them:
+/// each request then queues at most its own (a few per partition), and the outbox's bound
+/// holds whatever operators send. A busy shard answers 503 for a moment.
+fn shards_idle<'k>(
+    shards: &Shards,
+    parts: &Partitions,
+    keys: impl IntoIterator<Item = &'k PartitionKey>,
+) -> Result<(), CommandError> {
+    let busy = keys
+        .into_iter()
+        .filter_map(|k| parts.get(k).map(|st| st.shard))
+        .find(|&s| shards.waiting(s) > 0);
+    match busy {
+        Some(shard) => Err(CommandError::Unavailable {
+            message: format!(
+                "shard {shard} has {} commands waiting for it; try again",
+                shards.waiting(shard)
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn send(shards: &Shards, shard: usize, cmd: ShardCommand) -> Result<(), CommandError> {
+    shards
+        .send(shard, cmd)
+        .map_err(|e| CommandError::Unavailable {
+            message: format!("{e}; try again"),
         })
 }
 
 /// Pause, resume or stop the partitions of a scope.
 async fn act(scope: &Scope, action: Action, ctx: &mut Ctx<'_>) -> Result<Reply, CommandError> {
     let (fid, keys) = keys_in(scope, ctx.flows, ctx.parts)?;
+    shards_idle(ctx.shards, ctx.parts, &keys)?;
     let mut done = Vec::new();
     for key in keys {
         let Some(st) = ctx.parts.get(&key) else {
@@ -147,7 +171,7 @@ async fn act(scope: &Scope, action: Action, ctx: &mut Ctx<'_>) -> Result<Reply, 
         let (shard, vanished) = (st.shard, st.vanished);
         match action {
             Action::Pause | Action::Stop => {
-                send(ctx, shard, ShardCommand::Pause(key.clone()))?;
+                send(ctx.shards, shard, ShardCommand::Pause(key.clone()))?;
                 let hold = if action == Action::Stop {
                     Hold::Stopped
                 } else {
@@ -162,7 +186,7 @@ async fn act(scope: &Scope, action: Action, ctx: &mut Ctx<'_>) -> Result<Reply, 
                 // A partition whose source topic is gone stays held by its shard until the
                 // topic is back.
                 if !vanished {
-                    send(ctx, shard, ShardCommand::Resume(key.clone()))?;
+                    send(ctx.shards, shard, ShardCommand::Resume(key.clone()))?;
                 }
                 ctx.holds.remove(&key);
                 if let Some(st) = ctx.parts.get_mut(&key) {
@@ -202,6 +226,7 @@ async fn set_offsets(
     let fid = flow_id(ctx.flows, flow)?;
     let checked = check_changes(flow, fid, changes, ctx)?;
     let targets = resolve(&ctx.flows[fid as usize], &checked).await?;
+    shards_idle(ctx.shards, ctx.parts, targets.iter().map(|(k, _)| k))?;
     let mut applied = Vec::new();
     for (key, after) in targets {
         if let Some(a) = apply_one(flow, fid, &key, after, ctx)? {
@@ -357,32 +382,27 @@ fn apply_one(
     }))
 }
 
-/// Seek, then pause: the partition stays stopped at its new position. The seek's generation
-/// counts only once the shard has the command.
+/// Seek, then pause: the partition stays stopped at its new position. Both reach the shard
+/// in this order (the outbox keeps it); the seek's generation counts once it is sent.
 fn send_both(
-    shards: &[ShardHandle],
+    shards: &Shards,
     st: &mut super::assign::PartitionState,
     key: &PartitionKey,
     offset: i64,
 ) -> Result<(), CommandError> {
     let shard = st.shard;
-    let busy = |_| CommandError::Unavailable {
-        message: format!("shard {shard} does not take commands now; try again"),
-    };
     let generation = st.seek_generation + 1;
-    shards[shard]
-        .commands
-        .try_send(ShardCommand::Seek {
+    send(
+        shards,
+        shard,
+        ShardCommand::Seek {
             key: key.clone(),
             offset,
             generation,
-        })
-        .map_err(busy)?;
+        },
+    )?;
     st.seek_generation = generation;
-    shards[shard]
-        .commands
-        .try_send(ShardCommand::Pause(key.clone()))
-        .map_err(busy)
+    send(shards, shard, ShardCommand::Pause(key.clone()))
 }
 
 /// The earliest (or latest) source offsets of these partitions now: where

@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
-use strait_dataplane::shard::{FlowId, ShardEvent, ShardHandle, ShardStats};
+use strait_dataplane::shard::{FlowId, ShardEvent, ShardStats};
 
 use super::api_link::ApiLink;
 use super::assign::Partitions;
 use super::discovery::{assign, topic_duties};
 use super::events::drain_events;
 use super::group::GroupLink;
+use super::outbox::Shards;
 use super::progress::LiveProgress;
 use super::reload::{self, Loop, Reloader};
 use super::{FlowRuntime, RunError, RunOptions, now_ms};
@@ -20,7 +21,7 @@ use crate::duties::heartbeats::Heartbeats;
 use crate::duties::topics::TopicChange;
 
 /// How often the control loop turns.
-const TICK: Duration = Duration::from_millis(20);
+pub const TICK: Duration = Duration::from_millis(20);
 
 /// The longest one duty's cluster work (a progress flush, a liveness beat, heartbeats, offsets,
 /// topic sync) may hold the loop. Past it the duty's work is dropped, logged, and runs again
@@ -28,7 +29,7 @@ const TICK: Duration = Duration::from_millis(20);
 /// succeeded; the others retry at their next interval). Between duties the loop publishes the
 /// status and carries out API commands, so one unreachable cluster delays those by at most
 /// this much, not by an admin call's whole retry budget.
-const DUTY_DEADLINE: Duration = Duration::from_secs(2);
+pub const DUTY_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Runs one duty's cluster work with [`DUTY_DEADLINE`]; `None` (logged) when it took longer.
 async fn with_deadline<T>(
@@ -74,7 +75,7 @@ struct GroupGate {
 /// what it found.
 pub(super) async fn first_discovery(
     flows: &mut [FlowRuntime],
-    shards: &[ShardHandle],
+    shards: &Shards,
     parts: &mut Partitions,
     opts: &RunOptions,
     group: Option<&mut GroupLink>,
@@ -90,7 +91,7 @@ pub(super) async fn first_discovery(
 /// the end it had at start.
 pub(super) async fn control_loop(
     flows: &mut Vec<FlowRuntime>,
-    shards: &[ShardHandle],
+    shards: &Shards,
     ev_rx: &Receiver<ShardEvent>,
     parts: &mut Partitions,
     opts: &RunOptions,
@@ -117,9 +118,12 @@ pub(super) async fn control_loop(
             _ = tick.tick() => {}
         }
         drain_events(ev_rx, flows, parts, &mut stats, shards, opts).await?;
-        if let Some(dead) = shards.iter().find(|s| s.thread.is_finished()) {
+        if let Some(dead) = shards.handles().iter().find(|s| s.thread.is_finished()) {
             return Err(RunError::ShardDied { shard: dead.index });
         }
+        // What the shards' channels did not take last turn; never a blocking send.
+        shards.flush(parts.len())?;
+        api.shard_backlogs = shards.check_stalls(Duration::from_millis(opts.stall_timeout_ms));
         api.apply_commands(flows, parts, shards).await;
         let mut changes = Vec::new();
         if let Some(g) = group.as_deref_mut() {
@@ -233,7 +237,7 @@ async fn run_duties(
     api: &mut ApiLink,
     parts: &mut Partitions,
     stats: &HashMap<usize, ShardStats>,
-    shards: &[ShardHandle],
+    shards: &Shards,
     opts: &RunOptions,
     last_flush: &mut Instant,
     gate: GroupGate,

@@ -3,10 +3,11 @@
 
 use std::time::Instant;
 
-use strait_dataplane::shard::{FlowId, ShardHandle};
+use strait_dataplane::shard::FlowId;
 
 use super::assign::{Effect, Partitions, apply_topic_changes};
 use super::group::GroupLink;
+use super::outbox::Shards;
 use super::{FlowRuntime, RunError, RunOptions};
 use crate::duties::topics::{FlowIo, TopicChange, TopicError};
 
@@ -48,7 +49,7 @@ pub(super) async fn topic_duties(
 pub(super) fn assign(
     changes: Vec<TopicChange>,
     flows: &mut [FlowRuntime],
-    shards: &[ShardHandle],
+    shards: &Shards,
     parts: &mut Partitions,
     opts: &RunOptions,
     group: Option<&mut GroupLink>,
@@ -82,12 +83,13 @@ pub(super) fn assign(
                 .on_progress(&np.key.topic, np.key.partition, np.assignment.start_offset);
         }
     }
-    for effect in apply_topic_changes(changes, parts, shards.len(), opts.reset_lost_positions) {
+    let effects = apply_topic_changes(changes, parts, shards.len(), opts.reset_lost_positions);
+    // The bound of what may wait for a shard counts the partitions just added.
+    shards.flush(parts.len())?;
+    for effect in effects {
         match effect {
-            Effect::Send { shard, command } => shards[shard]
-                .commands
-                .send(command)
-                .map_err(|_| RunError::ShardGone { shard })?,
+            // Never blocks: what a shard's channel does not take waits for the next turn.
+            Effect::Send { shard, command } => shards.send(shard, command)?,
             Effect::Reset { flow, tp, entry } => {
                 if let Some(f) = flows.get_mut(flow as usize) {
                     f.lost_position_resets += 1;

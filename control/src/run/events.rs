@@ -6,11 +6,11 @@ use std::collections::HashMap;
 
 use crossbeam_channel::{Receiver, TryRecvError};
 use strait_dataplane::shard::{
-    FailureKind, MappingSegment, PartitionKey, PartitionProgress, ShardEvent, ShardHandle,
-    ShardStats,
+    FailureKind, MappingSegment, PartitionKey, PartitionProgress, ShardEvent, ShardStats,
 };
 
 use super::assign::Partitions;
+use super::outbox::Shards;
 use super::{FlowRuntime, RunError, RunOptions};
 use crate::cluster::authz::{self, explain_rejected_produce};
 use crate::model::TopicPartition;
@@ -22,7 +22,7 @@ pub(super) async fn drain_events(
     flows: &mut [FlowRuntime],
     parts: &mut Partitions,
     stats: &mut HashMap<usize, ShardStats>,
-    shards: &[ShardHandle],
+    shards: &Shards,
     opts: &RunOptions,
 ) -> Result<(), RunError> {
     loop {
@@ -42,7 +42,7 @@ pub(super) async fn apply_event(
     flows: &mut [FlowRuntime],
     parts: &mut Partitions,
     stats: &mut HashMap<usize, ShardStats>,
-    shards: &[ShardHandle],
+    shards: &Shards,
     opts: &RunOptions,
 ) {
     match ev {
@@ -151,7 +151,7 @@ fn apply_failure(
     failure: Failure,
     flows: &mut [FlowRuntime],
     parts: &mut Partitions,
-    shards: &[ShardHandle],
+    shards: &Shards,
     opts: &RunOptions,
 ) {
     let Failure {
@@ -182,9 +182,12 @@ fn apply_failure(
     {
         if *log_start_offset >= 0 {
             tracing::warn!(partition = %key, "{error}; RESTARTING FROM THE EARLIEST OFFSET {log_start_offset} (strait.on.lost.position=earliest)");
-            let _ = shards[st.shard]
-                .commands
-                .send(st.seek(&key, *log_start_offset));
+            let seek = st.seek(&key, *log_start_offset);
+            if let Err(e) = shards.send(st.shard, seek) {
+                tracing::error!(partition = %key, "{error}; cannot restart it: {e}");
+                st.failed = Some(format!("{error}; cannot restart it: {e}"));
+                return;
+            }
             st.next_offset = *log_start_offset;
             if let Some(f) = flows.get_mut(st.flow as usize) {
                 f.lost_position_resets += 1;

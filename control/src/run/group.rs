@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 
 use strait_dataplane::io::{ConnSetup, IoBackend};
 use strait_dataplane::shard::backoff::{Incidents, Report};
-use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand, ShardHandle, ShardStats};
+use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand, ShardStats};
 use strait_dataplane::wire::ConnConfig;
 
 use super::assign::Partitions;
+use super::outbox::Shards;
 use super::{FlowRuntime, RunError, now_ms};
 use crate::api::status::{GroupMemberStatus, GroupStatus, RebalanceStatus};
 use crate::cluster::group::GroupCall;
@@ -336,7 +337,7 @@ impl GroupLink {
         &mut self,
         flows: &mut [FlowRuntime],
         parts: &mut Partitions,
-        shards: &[ShardHandle],
+        shards: &Shards,
         stats: &HashMap<usize, ShardStats>,
         now: Instant,
     ) -> Result<BTreeSet<FlowId>, RunError> {
@@ -349,7 +350,7 @@ impl GroupLink {
         if let Some(why) = fatal {
             return Err(RunError::Group { why });
         }
-        self.send_lease(live_until, shards, now);
+        self.send_lease(live_until, shards, now)?;
         // A fencing and the assignment of the generation joined after it, seen in one turn:
         // the fencing applies to what was held before, so it goes first (the other way round
         // it stopped the new assignment too, and nothing restarted it).
@@ -393,26 +394,32 @@ impl GroupLink {
     /// past it, by itself, even when the control loop is late to revoke (a process frozen by
     /// SIGSTOP wakes up with every thread at once; the shards would otherwise copy what they
     /// fetched before the control loop notices the lapse). Not a member (`None`): the lease
-    /// ends now. A full command channel is tried again next turn.
-    fn send_lease(&mut self, live_until: Option<Instant>, shards: &[ShardHandle], now: Instant) {
+    /// ends now. It reaches each shard in order with the commands before it (a full channel
+    /// is flushed at the next turn; a newer lease replaces one still waiting).
+    fn send_lease(
+        &mut self,
+        live_until: Option<Instant>,
+        shards: &Shards,
+        now: Instant,
+    ) -> Result<(), RunError> {
         let lease = match (live_until, self.lease_sent) {
             (Some(t), _) => t,
-            (None, Some(sent)) if sent <= now => return, // ended already
+            (None, Some(sent)) if sent <= now => return Ok(()), // ended already
             (None, _) => now,
         };
         if self.lease_sent == Some(lease) {
-            return;
+            return Ok(());
         }
-        let all = shards.iter().all(|s| {
-            s.commands
-                .try_send(ShardCommand::Lease {
+        for shard in 0..shards.len() {
+            shards.send(
+                shard,
+                ShardCommand::Lease {
                     produce_until: lease,
-                })
-                .is_ok()
-        });
-        if all {
-            self.lease_sent = Some(lease);
+                },
+            )?;
         }
+        self.lease_sent = Some(lease);
+        Ok(())
     }
 
     /// After a lapse (`lapsed`) or a fencing: stops every partition at once, writes no progress
@@ -422,7 +429,7 @@ impl GroupLink {
         lapsed: bool,
         flows: &mut [FlowRuntime],
         parts: &mut Partitions,
-        shards: &[ShardHandle],
+        shards: &Shards,
     ) -> Result<(), RunError> {
         if !self.target.is_empty() || !self.revoking.is_empty() {
             tracing::warn!(
@@ -456,7 +463,7 @@ impl GroupLink {
         units: BTreeSet<Unit>,
         flows: &mut [FlowRuntime],
         parts: &mut Partitions,
-        shards: &[ShardHandle],
+        shards: &Shards,
     ) -> Result<BTreeSet<FlowId>, RunError> {
         let singleton = units.contains(&Unit::Singleton);
         if self.singleton() && !singleton {
@@ -472,10 +479,7 @@ impl GroupLink {
                 continue;
             }
             if st.assigned {
-                shards[st.shard]
-                    .commands
-                    .send(ShardCommand::Revoke(key.clone()))
-                    .map_err(|_| RunError::ShardGone { shard: st.shard })?;
+                shards.send(st.shard, ShardCommand::Revoke(key.clone()))?;
                 st.assigned = false;
                 st.released = false;
                 self.revoking.insert(key.clone());

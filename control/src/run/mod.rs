@@ -18,6 +18,7 @@ mod discovery;
 mod events;
 pub mod group;
 mod observe;
+mod outbox;
 pub mod progress;
 mod reload;
 mod start;
@@ -31,6 +32,9 @@ use std::time::Instant;
 use strait_dataplane::io::IoBackend;
 use strait_dataplane::shard::{ClusterEndpoint, ShardStats};
 use strait_dataplane::wire::WireError;
+
+pub use self::control::{DUTY_DEADLINE, TICK};
+pub use self::start::TEST_COMMAND_CHANNEL_ENV;
 
 use self::assign::Partitions;
 use self::control::ProcessDuties;
@@ -134,6 +138,16 @@ pub enum RunError {
     /// A shard no longer takes commands.
     #[error("shard {shard} is gone")]
     ShardGone { shard: usize },
+    /// A shard took no commands for so long that the most this run may queue for it waits
+    /// (`run::outbox`): it is wedged, and control must not grow its queue without end.
+    #[error(
+        "shard {shard} has taken no commands for {stalled_s} s and {waiting} wait for it, the most this run queues; stopping (its partitions resume from stored progress at the next start)"
+    )]
+    ShardStuck {
+        shard: usize,
+        waiting: usize,
+        stalled_s: u64,
+    },
     /// A shard thread ended while the run went on.
     #[error(
         "shard {shard} stopped unexpectedly; stopping (its partitions resume from stored progress at the next start)"

@@ -22,15 +22,14 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, TryRecvError};
-use strait_dataplane::shard::{
-    FlowId, PartitionKey, ShardCommand, ShardEvent, ShardHandle, ShardStats,
-};
+use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand, ShardEvent, ShardStats};
 
 use super::api_link::ApiLink;
 use super::assign::Partitions;
 use super::discovery::{assign, topic_duties};
 use super::events::apply_event;
 use super::group::{ConfigDigest, GroupLink};
+use super::outbox::Shards;
 use super::{FlowRuntime, RunOptions, now_ms};
 use crate::api::{ApiCommand, CommandError, Reply};
 use crate::config::Mm2Config;
@@ -57,7 +56,7 @@ pub(crate) struct Reloader {
 /// What the control loop lends a reload.
 pub(super) struct Loop<'a> {
     pub(super) flows: &'a mut Vec<FlowRuntime>,
-    pub(super) shards: &'a [ShardHandle],
+    pub(super) shards: &'a Shards,
     pub(super) ev_rx: &'a Receiver<ShardEvent>,
     pub(super) parts: &'a mut Partitions,
     pub(super) stats: &'a mut HashMap<usize, ShardStats>,
@@ -290,9 +289,9 @@ async fn stop_flow(cx: &mut Loop<'_>, fid: FlowId, remove: bool) {
     let mut waiting: BTreeSet<PartitionKey> = BTreeSet::new();
     for (key, st) in cx.parts.iter_mut().filter(|(k, _)| k.flow == fid) {
         if st.assigned
-            && cx.shards[st.shard]
-                .commands
-                .send(ShardCommand::Revoke(key.clone()))
+            && cx
+                .shards
+                .send(st.shard, ShardCommand::Revoke(key.clone()))
                 .is_ok()
         {
             st.assigned = false;
@@ -351,6 +350,11 @@ async fn stop_flow(cx: &mut Loop<'_>, fid: FlowId, remove: bool) {
 async fn drain_revoked(cx: &mut Loop<'_>, mut waiting: BTreeSet<PartitionKey>) {
     let deadline = Instant::now() + DRAIN_TIMEOUT;
     while !waiting.is_empty() && Instant::now() < deadline {
+        // The revocations that did not fit in a shard's channel at once.
+        if let Err(e) = cx.shards.flush(cx.parts.len()) {
+            tracing::warn!("revoked partitions may not drain: {e}");
+            break;
+        }
         match cx.ev_rx.try_recv() {
             Ok(ev) => {
                 if let ShardEvent::Revoked { key, .. } = &ev {
@@ -448,9 +452,9 @@ async fn start_flow(
     discover(cx, fid).await;
     for key in cx.api.holds.keys().filter(|k| k.flow == fid) {
         if let Some(st) = cx.parts.get_mut(key).filter(|st| st.assigned) {
-            let _ = cx.shards[st.shard]
-                .commands
-                .send(ShardCommand::Pause(key.clone()));
+            if let Err(e) = cx.shards.send(st.shard, ShardCommand::Pause(key.clone())) {
+                tracing::warn!(partition = %key, "cannot hold the partition again: {e}");
+            }
             st.paused = true;
         }
     }

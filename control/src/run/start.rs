@@ -11,6 +11,7 @@ use strait_dataplane::shard::{ClusterEndpoint, ShardConfig, ShardEvent, ShardHan
 use strait_dataplane::wire::ConnConfig;
 
 use super::api_link::ApiLink;
+use super::outbox::{SHARD_CHANNEL_CAPACITY, Shards};
 use super::{FlowRuntime, RunError, RunOptions, now_ms, shard_memory_bytes};
 use crate::api::{Auth, Published};
 use crate::cluster::{Cluster, RetryConfig};
@@ -101,11 +102,35 @@ pub(super) async fn open_flow(
     })
 }
 
+/// A test knob: the capacity of each shard's command channel, 1 to
+/// [`SHARD_CHANNEL_CAPACITY`] (the default). Tests lower it to make a shard's channel fill
+/// up with a few partitions, as it does in production with more than 1 024 partitions on one
+/// shard or with a shard that does not read it; not a setting (nothing gains from changing it).
+pub const TEST_COMMAND_CHANNEL_ENV: &str = "STRAIT_TEST_SHARD_COMMAND_CHANNEL";
+
+fn command_channel_capacity() -> usize {
+    let set = std::env::var(TEST_COMMAND_CHANNEL_ENV).ok();
+    match set.as_deref().map(|v| v.trim().parse::<usize>()) {
+        None => SHARD_CHANNEL_CAPACITY,
+        Some(Ok(n)) if (1..=SHARD_CHANNEL_CAPACITY).contains(&n) => {
+            tracing::warn!(
+                "{TEST_COMMAND_CHANNEL_ENV}={n}: the shards' command channels hold {n} commands (a test knob)"
+            );
+            n
+        }
+        Some(_) => {
+            tracing::warn!(
+                "{TEST_COMMAND_CHANNEL_ENV} must be 1 to {SHARD_CHANNEL_CAPACITY}; ignored"
+            );
+            SHARD_CHANNEL_CAPACITY
+        }
+    }
+}
+
 /// Starts `opts.shards` shard threads (at least one), pinned round-robin to the allowed cores,
 /// and returns them with the receiving end of their shared event channel.
-pub(super) fn spawn_shards(
-    opts: &RunOptions,
-) -> Result<(Vec<ShardHandle>, Receiver<ShardEvent>), RunError> {
+pub(super) fn spawn_shards(opts: &RunOptions) -> Result<(Shards, Receiver<ShardEvent>), RunError> {
+    let capacity = command_channel_capacity();
     let (ev_tx, ev_rx) = crossbeam_channel::bounded::<ShardEvent>(1024);
     let cores = strait_dataplane::io::runtime::allowed_cores();
     let mut shards: Vec<ShardHandle> = Vec::new();
@@ -114,7 +139,7 @@ pub(super) fn spawn_shards(
         cfg.core = Some(cores[i % cores.len()]);
         cfg.memory_budget_bytes = shard_memory_bytes(opts.memory_bytes, opts.shards);
         shards.push(
-            spawn_shard(cfg, ev_tx.clone(), 1024)
+            spawn_shard(cfg, ev_tx.clone(), capacity)
                 .map_err(|error| RunError::ShardStart { shard: i, error })?,
         );
     }
@@ -124,7 +149,7 @@ pub(super) fn spawn_shards(
         io = opts.backend.name(),
         "shards started"
     );
-    Ok((shards, ev_rx))
+    Ok((Shards::new(shards), ev_rx))
 }
 
 /// Serves the REST API on `strait.api.listen`, when set. A configured address that cannot be

@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, TryRecvError};
-use strait_dataplane::shard::{ShardCommand, ShardEvent, ShardHandle, ShardStats};
+use strait_dataplane::shard::{ShardCommand, ShardEvent, ShardStats};
 
 use super::assign::Partitions;
 use super::events::apply_event;
+use super::outbox::Shards;
 use super::status::add_stats;
 use super::{FlowRuntime, RunError, RunOptions, now_ms};
 
@@ -26,19 +27,22 @@ const FINAL_WRITES_DEADLINE: Duration = Duration::from_secs(10);
 /// Stops the shards, applies their final reports, and waits for their threads. Returns every
 /// shard's last counters.
 pub(super) async fn stop_shards(
-    shards: Vec<ShardHandle>,
+    shards: Shards,
     ev_rx: &Receiver<ShardEvent>,
     flows: &mut [FlowRuntime],
     parts: &mut Partitions,
     opts: &RunOptions,
 ) -> HashMap<usize, ShardStats> {
-    for s in &shards {
-        let _ = s.commands.send(ShardCommand::Shutdown);
+    // Behind what still waits for each shard, never blocking: a shard that takes no commands
+    // costs this wait's deadline, not a hang.
+    for i in 0..shards.len() {
+        let _ = shards.send(i, ShardCommand::Shutdown);
     }
     let mut stopped = 0;
     let mut stats: HashMap<usize, ShardStats> = HashMap::new();
     let deadline = Instant::now() + SHARD_STOP_TIMEOUT;
     while stopped < shards.len() && Instant::now() < deadline {
+        shards.flush_stopping();
         match ev_rx.try_recv() {
             Ok(ev) => {
                 if let ShardEvent::Stopped { shard, error } = &ev {
@@ -53,7 +57,16 @@ pub(super) async fn stop_shards(
             Err(TryRecvError::Disconnected) => break,
         }
     }
-    for s in shards {
+    for (i, waiting) in (0..shards.len()).map(|i| (i, shards.waiting(i))) {
+        if waiting > 0 {
+            tracing::warn!(
+                shard = i,
+                waiting,
+                "shard {i} did not take its last {waiting} commands (the shutdown among them)"
+            );
+        }
+    }
+    for s in shards.into_handles() {
         if s.thread.is_finished() {
             let _ = s.thread.join();
         } else {
