@@ -32,6 +32,8 @@ use strait_dataplane::io::IoBackend;
 use strait_dataplane::shard::{ClusterEndpoint, ShardStats};
 use strait_dataplane::wire::WireError;
 
+pub use self::stop::SHUTDOWN_DEADLINE;
+
 use self::assign::Partitions;
 use self::control::ProcessDuties;
 use crate::api::ApiError;
