@@ -184,7 +184,20 @@ impl FaultCluster {
             .unwrap_or(false)
     }
 
-    /// Starts every node that is not running and resumes paused ones (after a failed scenario).
+    /// The pid of node `node` when it runs (`scripts/testbed pid`).
+    fn pid(&self, node: u32) -> Option<u32> {
+        let out = Command::new(repo_root().join("scripts/testbed"))
+            .args(["pid", &self.name, &node.to_string()])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status.success().then_some(())?;
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    }
+
+    /// Starts every node that is not running and resumes paused ones (after a failed scenario);
+    /// leaves running ones alone (one `testbed pid` each, a healthy bed's cost per scenario).
     pub fn heal(&self) {
         let nodes: Vec<u32> = self
             .var("NODES")
@@ -192,10 +205,10 @@ impl FaultCluster {
             .map(|n| n.parse().expect("node ids are numbers"))
             .collect();
         for n in nodes {
-            if self.is_running(n) {
-                self.node("resume", n);
-            } else {
-                self.node("start", n);
+            match self.pid(n) {
+                None => self.node("start", n),
+                Some(pid) if is_paused(pid) => self.node("resume", n),
+                Some(_) => {}
             }
         }
     }
@@ -898,6 +911,17 @@ fn rss_kb(pid: u32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Whether `pid` is stopped (SIGSTOP: `testbed pause`).
+fn is_paused(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+        })
+        .unwrap_or(false)
+}
+
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
@@ -1073,11 +1097,20 @@ pub fn check(
         .unwrap_or_else(|| panic!("{topic} on {}", source.name()))
         .partitions
         .len() as i32;
-    // Both clusters read at once (each read waits on its brokers).
+    // Every partition of both clusters read at once (each read mostly waits on its brokers).
     let (src, dst): (Vec<Vec<String>>, Vec<Vec<String>>) = std::thread::scope(|scope| {
-        let src = scope.spawn(|| (0..partitions).map(|p| source.values(topic, p)).collect());
-        let dst = (0..partitions).map(|p| target.values(remote, p)).collect();
-        (src.join().expect("the source read"), dst)
+        let src: Vec<_> = (0..partitions)
+            .map(|p| scope.spawn(move || source.values(topic, p)))
+            .collect();
+        let dst: Vec<_> = (0..partitions)
+            .map(|p| scope.spawn(move || target.values(remote, p)))
+            .collect();
+        let join = |h: Vec<std::thread::ScopedJoinHandle<'_, Vec<String>>>| {
+            h.into_iter()
+                .map(|h| h.join().expect("a partition's read"))
+                .collect()
+        };
+        (join(src), join(dst))
     });
     let mut target_values = BTreeMap::new();
     let partitions = src

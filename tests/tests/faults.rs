@@ -36,7 +36,7 @@ fn config(name: &str, seconds_short: u64, seconds_full: u64) -> ScenarioConfig {
 #[test]
 fn rolling_restart() {
     let p = Profile::get();
-    let mut s = Scenario::start(config("rolling-restart", 30, 240));
+    let mut s = Scenario::start(config("rolling-restart", 25, 240));
     let baseline = s.baseline();
     let which = |brokers: Vec<u32>| -> Vec<u32> {
         match p {
@@ -115,7 +115,7 @@ fn target_group_coordinator_killed() {
 /// SIGKILLs the target broker `victim` picks and leaves it down; recovery counts from the kill.
 fn broker_killed(name: &str, victim: impl FnOnce(&mut Scenario) -> u32) {
     let p = Profile::get();
-    let mut s = Scenario::start(config(name, 20, 120));
+    let mut s = Scenario::start(config(name, 15, 120));
     let baseline = s.baseline();
     let victim = victim(&mut s);
     let before = s.target.topic(&s.remote).expect("remote topic");
@@ -145,7 +145,7 @@ fn broker_killed(name: &str, victim: impl FnOnce(&mut Scenario) -> u32) {
 fn sigkills(name: &str, settle: bool) {
     let p = Profile::get();
     let kills = p.pick(4, 20);
-    let mut s = Scenario::start(config(name, 25, 150));
+    let mut s = Scenario::start(config(name, 20, 150));
     let mut rng = Rng::from_env();
     let mut landed_after_kill = Vec::new();
     let mut done = 0;
@@ -213,7 +213,7 @@ fn strait_sigkilled_restart_after_settle() {
 /// replica lists, then a preferred election) on the target, then on the source.
 #[test]
 fn leader_moves() {
-    let mut s = Scenario::start(config("leader-moves", 20, 120));
+    let mut s = Scenario::start(config("leader-moves", 15, 120));
     let baseline = s.baseline();
     for (cluster, topic) in [
         (s.target.clone(), s.remote.clone()),
@@ -237,7 +237,7 @@ fn leader_moves() {
 fn outage(name: &str, on_target: bool, toxic: Toxic) {
     let p = Profile::get();
     let outage = Duration::from_secs(p.pick(10, 60));
-    let mut s = Scenario::start(config(name, 25, 150));
+    let mut s = Scenario::start(config(name, 20, 150));
     let baseline = s.baseline();
     let cluster = if on_target {
         s.target.clone()
@@ -371,7 +371,7 @@ fn source_connection_resets() {
 /// within `SHUTDOWN_BOUND`. Then the link heals, strait starts again and finishes the copy.
 #[test]
 fn sigterm_during_target_outage() {
-    let mut s = Scenario::start(config("sigterm-in-target-outage", 25, 90));
+    let mut s = Scenario::start(config("sigterm-in-target-outage", 20, 90));
     let fault = s
         .toxiproxy
         .inject(&s.target.proxies(None), "sigterm-outage", Toxic::BlackHole);
@@ -393,7 +393,7 @@ fn sigterm_during_target_outage() {
 fn slow(name: &str, on_target: bool) {
     let p = Profile::get();
     let slow_for = Duration::from_secs(p.pick(10, 45));
-    let mut s = Scenario::start(config(name, 20, 120));
+    let mut s = Scenario::start(config(name, 15, 120));
     let baseline = s.baseline();
     let cluster = if on_target {
         s.target.clone()
