@@ -7,10 +7,10 @@
 # fetch Kafka, install Toxiproxy, build the tests, `readme-tables --check` (the READMEs' figures
 # are those of the result files), a short run of every fuzz target
 # (scripts/fuzz-smoke), `testbed up`, `oldkafka up 2.8 3.9` (the old-cluster tests' clusters,
-# control/tests/legacy.rs), cargo test --workspace --all-targets, then the
-# short fault suite (`testbed up fsource ftarget`, tests/tests/faults.rs with
-# STRAIT_FAULTS_PROFILE=short, its table), and `testbed down` / `oldkafka down` for what this run
-# started (what was already up is left up).
+# control/tests/legacy.rs), cargo test --workspace --all-targets, then every fault scenario in
+# its short profile (`testbed up fsource ftarget`, tests/tests/faults.rs with
+# STRAIT_FAULTS_PROFILE=short, each checked for its result row, their table), and `testbed down` /
+# `oldkafka down` for what this run started (what was already up is left up).
 # A test bed that does not come up fails the run: tests are never skipped for want of Kafka.
 #
 # Environment:
@@ -171,14 +171,48 @@ if ! "$STRAIT_SCRIPTS_DIR/testbed" up --started-file "$fault_started_file" fsour
 fi
 eval "$("$STRAIT_SCRIPTS_DIR/testbed" env)"
 
-# The short suite: one scenario per kind of fault, about 6 minutes on 2 cores. scripts/faults.sh
-# runs every scenario (and --full the long versions).
-SHORT_SUITE=(rolling_restart target_broker_killed_and_left_down target_group_coordinator_killed strait_sigkilled_repeatedly target_black_hole slow_target source_unclean_election source_unclean_election_while_strait_is_down)
-step "fault tests (short profile: ${SHORT_SUITE[*]})"
+# Every scenario of tests/tests/faults.rs, short profile, one at a time (829 s on 2 cores at load
+# average 14, tests/faults/RESULTS.md; scripts/faults.sh --full runs the long versions): test name
+# = the scenario of the row it writes. The list must be the test binary's (a scenario added,
+# renamed or removed fails here until it is listed), and each scenario must have written its row
+# (a test that ran nothing, or returned before recording, fails).
+FAULT_SCENARIOS=(
+  leader_moves=leader-moves
+  rolling_restart=rolling-restart
+  sigterm_during_target_outage=sigterm-in-target-outage
+  slow_source=slow-source
+  slow_target=slow-target
+  source_black_hole=source-black-hole
+  source_connection_resets=source-resets
+  source_unclean_election=source-unclean-election
+  source_unclean_election_while_strait_is_down=source-unclean-election-while-down
+  strait_sigkilled_repeatedly=strait-sigkill
+  strait_sigkilled_restart_after_settle=strait-sigkill-settled
+  target_black_hole=target-black-hole
+  target_broker_killed_and_left_down=target-broker-killed
+  target_connection_resets=target-resets
+  target_group_coordinator_killed=target-coordinator-killed
+)
+fault_tests=("${FAULT_SCENARIOS[@]%%=*}")
+step "fault tests (short profile, all ${#fault_tests[@]} scenarios)"
+listed="$(cargo test -q -p strait-tests --test faults -- --list --format terse | sed -n 's/: test$//p' | sort)"
+selected="$(printf '%s\n' "${fault_tests[@]}" | sort)"
+if [[ "$listed" != "$selected" ]]; then
+  strait_die "FAULT_SCENARIOS in scripts/test.sh is not the list of tests/tests/faults.rs (< listed by the test binary, > in FAULT_SCENARIOS):
+$(diff <(printf '%s\n' "$listed") <(printf '%s\n' "$selected") | grep '^[<>]' || true)"
+fi
 fault_results="$STRAIT_TESTBED_DIR/faults/results-test-sh-$$.tsv"
 mkdir -p "$(dirname "$fault_results")"
 : >"$fault_results"
+fault_t0=$SECONDS
+fault_rc=0
 STRAIT_FAULTS_PROFILE=short STRAIT_FAULTS_RESULTS="$fault_results" \
-  cargo test -p strait-tests --test faults -- --test-threads=1 --exact "${SHORT_SUITE[@]}"
-printf '\nfault scenarios (short profile; scenario, produced, source, found, lost, duplicated, out of order, recovery s, max RSS MiB, notes):\n' >&2
+  cargo test -p strait-tests --test faults -- --test-threads=1 --exact "${fault_tests[@]}" || fault_rc=$?
+printf '\nfault scenarios in %s s (short profile; scenario, produced, source, found, lost, duplicated, out of order, recovery s, max RSS MiB, notes):\n' "$((SECONDS - fault_t0))" >&2
 cat "$fault_results" >&2
+((fault_rc == 0)) || strait_die "fault scenarios failed (exit $fault_rc; see above)"
+no_row=()
+for entry in "${FAULT_SCENARIOS[@]}"; do
+  cut -f1 "$fault_results" | grep -qxF -- "${entry#*=}" || no_row+=("${entry%%=*} (${entry#*=})")
+done
+((${#no_row[@]} == 0)) || strait_die "fault scenarios that wrote no result row: ${no_row[*]}"

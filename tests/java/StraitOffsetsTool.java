@@ -19,6 +19,11 @@
 //       last printed record of each partition, with metadata "strait-test". With STOP_FILE it
 //       prints "ASSIGNED" once it has partitions, keeps polling without committing (an active
 //       member) until STOP_FILE exists, and prints no records.
+//   dump BOOTSTRAP TOPIC ISOLATION
+//       Assigns every partition of TOPIC (no group, nothing committed), reads each from its
+//       beginning to its end offset as ISOLATION sees it (read_committed: the last stable offset)
+//       and prints "partition offset value" per record: the fault suite's independent read of
+//       the target (tests/src/faults.rs). Fails after 120 s short of the end.
 //   commit BOOTSTRAP TOPIC GROUP=PARTITION:OFFSET[,PARTITION:OFFSET...]...
 //       For each argument, commits those offsets of TOPIC as GROUP (metadata "strait-test")
 //       with a consumer that never joins the group (assign, then commitSync), as
@@ -30,6 +35,10 @@
 //       checkpoints were read) and prints "offset translated" per OFFSET ("none" when empty).
 package org.apache.kafka.connect.mirror;
 
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.OutputStreamWriter;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.time.Duration;
@@ -45,6 +54,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -65,6 +75,9 @@ class StraitOffsetsTool {
                 break;
             case "consume":
                 consume(args);
+                break;
+            case "dump":
+                dump(args);
                 break;
             case "commit":
                 commit(args);
@@ -191,6 +204,50 @@ class StraitOffsetsTool {
                 c.commitSync(next);
             }
         }
+    }
+
+    static void dump(String[] a) throws IOException {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", a[1]);
+        p.put("enable.auto.commit", "false");
+        p.put("isolation.level", a[3]);
+        p.put("max.poll.records", "10000");
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        String topic = a[2];
+        BufferedWriter out = new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8), 1 << 16);
+        try (KafkaConsumer<byte[], String> c = new KafkaConsumer<>(p)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (PartitionInfo pi : c.partitionsFor(topic, Duration.ofSeconds(30))) {
+                tps.add(new TopicPartition(topic, pi.partition()));
+            }
+            if (tps.isEmpty()) {
+                throw new IllegalStateException("topic " + topic + " has no partitions");
+            }
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps, Duration.ofSeconds(30));
+            long deadline = System.currentTimeMillis() + 120_000;
+            while (true) {
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    if (c.position(tp, Duration.ofSeconds(30)) < end.get(tp)) {
+                        done = false;
+                        break;
+                    }
+                }
+                if (done) {
+                    break;
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("not at the end offsets " + end + " of " + topic + " within 120 s");
+                }
+                for (ConsumerRecord<byte[], String> r : c.poll(Duration.ofMillis(200))) {
+                    out.write(r.partition() + "\t" + r.offset() + "\t" + r.value() + "\n");
+                }
+            }
+        }
+        out.flush();
     }
 
     static void commit(String[] a) {

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use strait_control::cluster::{
     Cluster, IsolationLevel, NewTopic, OffsetSpec, RetryConfig, TopicMeta, TopicPartition,
 };
+use strait_control::run::SHUTDOWN_DEADLINE;
 use strait_dataplane::io::IoBackend;
 use strait_dataplane::wire::ConnConfig;
 
@@ -40,6 +41,32 @@ const OBSERVER_REQUEST_TIMEOUT_MS: u64 = 5_000;
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 /// How often strait's RSS is sampled.
 const RSS_EVERY: Duration = Duration::from_millis(200);
+
+/// How long a scenario's SIGTERM may take to end strait: the code's own bound on a stop,
+/// [`SHUTDOWN_DEADLINE`] (control/src/run/stop.rs: the shards' 6 s, then the final writes' 10 s,
+/// then LeaveGroup's 3 s (run/group.rs) = 19 s, README's figure), plus [`SHUTDOWN_MARGIN`].
+pub const SHUTDOWN_BOUND: Duration = SHUTDOWN_DEADLINE.saturating_add(SHUTDOWN_MARGIN);
+/// What the deadlines do not count: the control loop noticing the signal (within a turn and a
+/// duty's cluster work, whose 2 s deadline it does not wait out), the stop's own steps between
+/// the deadlines, the process's teardown and the harness's 20 ms polling, on a 2-core CI machine
+/// shared with seven JVMs. The slowest stop seen, SIGTERM during a target black hole, where two
+/// deadlines run out, took 19.1 s.
+pub const SHUTDOWN_MARGIN: Duration = Duration::from_secs(6);
+/// How long the harness waits after SIGTERM before it SIGKILLs strait: past
+/// [`SHUTDOWN_BOUND`], so that a late stop is measured (and fails) rather than cut short.
+pub const SHUTDOWN_KILL_AFTER: Duration = Duration::from_secs(60);
+
+/// How long after a fault's end (after the kill, for a broker killed and left down) the lag may
+/// take to be back at its pre-fault level. The longest waits the code and the clusters impose,
+/// one after the other: a request sent into the fault just before it ended waits out
+/// `request.timeout.ms` (30 s, the default the scenarios keep) before strait retries it; then
+/// reconnect and retry backoff (`reconnect.backoff.max.ms`, `retry.backoff.max.ms`: 1 s); a
+/// killed broker is fenced by the controller after `broker.session.timeout.ms` (9 s, Kafka's
+/// default, the test bed's), and when it coordinated strait's group the member is assigned
+/// again within `strait.group.session.timeout.ms` (10 s): 50 s. Plus 10 s for the backlog, which
+/// merging drains in seconds (1.1-3.4 s after the full profile's 60 s outages at 1 000
+/// records/s), and for a loaded 2-core machine (the slowest of CI's short profile: 24.0 s).
+pub const RECOVERY_BOUND: Duration = Duration::from_secs(60);
 
 fn run<F: std::future::Future>(fut: F) -> F::Output {
     strait_dataplane::io::block_on(IoBackend::Epoll, fut).expect("an epoll runtime starts")
@@ -157,7 +184,20 @@ impl FaultCluster {
             .unwrap_or(false)
     }
 
-    /// Starts every node that is not running and resumes paused ones (after a failed scenario).
+    /// The pid of node `node` when it runs (`scripts/testbed pid`).
+    fn pid(&self, node: u32) -> Option<u32> {
+        let out = Command::new(repo_root().join("scripts/testbed"))
+            .args(["pid", &self.name, &node.to_string()])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status.success().then_some(())?;
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    }
+
+    /// Starts every node that is not running and resumes paused ones (after a failed scenario);
+    /// leaves running ones alone (one `testbed pid` each, a healthy bed's cost per scenario).
     pub fn heal(&self) {
         let nodes: Vec<u32> = self
             .var("NODES")
@@ -165,10 +205,10 @@ impl FaultCluster {
             .map(|n| n.parse().expect("node ids are numbers"))
             .collect();
         for n in nodes {
-            if self.is_running(n) {
-                self.node("resume", n);
-            } else {
-                self.node("start", n);
+            match self.pid(n) {
+                None => self.node("start", n),
+                Some(pid) if is_paused(pid) => self.node("resume", n),
+                Some(_) => {}
             }
         }
     }
@@ -787,8 +827,8 @@ impl StraitProcess {
     }
 
     /// SIGTERM; returns how long strait took to exit and its exit code. After `limit` it is
-    /// killed (and the time reported is the limit).
-    pub fn terminate(&mut self, limit: Duration) -> (Duration, Option<i32>) {
+    /// killed (and the time reported is the limit). [`shutdown_verdict`] judges the outcome.
+    pub fn terminate(&mut self, limit: Duration) -> Stop {
         let s = self.current.take().expect("strait runs");
         let pid = s.pid();
         let t0 = Instant::now();
@@ -801,14 +841,19 @@ impl StraitProcess {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        if status.is_none() {
+        let killed = status.is_none();
+        if killed {
             s.signal("KILL");
         }
         let exit = s.wait(Duration::from_secs(10));
         let took = t0.elapsed();
         self.pid.store(0, Ordering::Relaxed);
         self.past_logs.push(exit.stderr);
-        (took.min(limit), exit.code)
+        Stop {
+            took: took.min(limit),
+            code: exit.code,
+            killed,
+        }
     }
 
     /// Starts strait again after [`StraitProcess::terminate`].
@@ -864,6 +909,17 @@ fn rss_kb(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether `pid` is stopped (SIGSTOP: `testbed pause`).
+fn is_paused(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+        })
+        .unwrap_or(false)
 }
 
 fn is_zombie(pid: u32) -> bool {
@@ -970,6 +1026,10 @@ pub fn compare_partition(
 #[derive(Debug, Clone, Default)]
 pub struct Check {
     pub partitions: Vec<PartitionCheck>,
+    /// The target's values by partition as strait's decoder read them (for the Java cross-check).
+    pub target_values: BTreeMap<i32, Vec<String>>,
+    /// The verdicts that failed: shutdown, recovery, the Java consumer's read.
+    pub failures: Vec<String>,
 }
 
 impl Check {
@@ -1037,22 +1097,205 @@ pub fn check(
         .unwrap_or_else(|| panic!("{topic} on {}", source.name()))
         .partitions
         .len() as i32;
-    let partitions = (0..partitions)
-        .map(|p| {
+    // Every partition of both clusters read at once (each read mostly waits on its brokers).
+    let (src, dst): (Vec<Vec<String>>, Vec<Vec<String>>) = std::thread::scope(|scope| {
+        let src: Vec<_> = (0..partitions)
+            .map(|p| scope.spawn(move || source.values(topic, p)))
+            .collect();
+        let dst: Vec<_> = (0..partitions)
+            .map(|p| scope.spawn(move || target.values(remote, p)))
+            .collect();
+        let join = |h: Vec<std::thread::ScopedJoinHandle<'_, Vec<String>>>| {
+            h.into_iter()
+                .map(|h| h.join().expect("a partition's read"))
+                .collect()
+        };
+        (join(src), join(dst))
+    });
+    let mut target_values = BTreeMap::new();
+    let partitions = src
+        .iter()
+        .zip(dst)
+        .zip(0..)
+        .map(|((src, dst), p)| {
             let acked: Vec<String> = produced
                 .acked
                 .get(&p)
                 .map(|v| v.iter().map(|(_, val)| val.clone()).collect())
                 .unwrap_or_default();
-            compare_partition(
-                p,
-                &source.values(topic, p),
-                &target.values(remote, p),
-                &acked,
-            )
+            let c = compare_partition(p, src, &dst, &acked);
+            target_values.insert(p, dst);
+            c
         })
         .collect();
-    Check { partitions }
+    Check {
+        partitions,
+        target_values,
+        failures: Vec::new(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verdicts: the bounds and the independent read every scenario asserts
+
+/// How a SIGTERM'd strait ended ([`StraitProcess::terminate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stop {
+    /// From SIGTERM until the process was gone (the harness's limit when it was killed).
+    pub took: Duration,
+    /// The exit code; `None` when a signal ended it.
+    pub code: Option<i32>,
+    /// It still ran at the harness's limit and was SIGKILLed: it hung.
+    pub killed: bool,
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.killed {
+            write!(
+                f,
+                "still running {:.1} s after SIGTERM, SIGKILLed",
+                self.took.as_secs_f64()
+            )
+        } else {
+            write!(
+                f,
+                "exit {} {:.1} s after SIGTERM",
+                self.code
+                    .map_or_else(|| "by a signal".into(), |c| c.to_string()),
+                self.took.as_secs_f64()
+            )
+        }
+    }
+}
+
+/// A stop passes when strait exited by itself with `expected_code` (0; 2 once a partition
+/// stopped, as after an unclean election) within `bound` ([`SHUTDOWN_BOUND`]).
+pub fn shutdown_verdict(stop: &Stop, expected_code: i32, bound: Duration) -> Result<(), String> {
+    if stop.killed {
+        return Err(format!(
+            "SIGTERM did not stop strait: {stop} (bound {:.0} s)",
+            bound.as_secs_f64()
+        ));
+    }
+    if stop.code != Some(expected_code) {
+        return Err(format!("SIGTERM: {stop}, expected exit {expected_code}"));
+    }
+    if stop.took > bound {
+        return Err(format!(
+            "SIGTERM: {stop}, over the {:.0} s bound (the code's {:.0} s of deadlines + {:.0} s margin)",
+            bound.as_secs_f64(),
+            SHUTDOWN_DEADLINE.as_secs_f64(),
+            SHUTDOWN_MARGIN.as_secs_f64()
+        ));
+    }
+    Ok(())
+}
+
+/// Recovery passes when it was measured and the lag was back within `bound`
+/// ([`RECOVERY_BOUND`]) of the fault's end.
+pub fn recovery_verdict(recovery: Option<&Recovery>, bound: Duration) -> Result<(), String> {
+    let Some(r) = recovery else {
+        return Err("recovery was not measured".into());
+    };
+    match r.caught_up {
+        Some(d) if d <= bound => Ok(()),
+        Some(d) => Err(format!(
+            "recovery took {:.1} s, over the {:.0} s bound",
+            d.as_secs_f64(),
+            bound.as_secs_f64()
+        )),
+        None => Err(format!(
+            "did not catch up within the {:.0} s recovery bound of the fault's end (first progress {:?})",
+            bound.as_secs_f64(),
+            r.first_progress
+        )),
+    }
+}
+
+/// Every record value of `topic` on `cluster` by partition, in log order, as Kafka's Java
+/// consumer reads it (read_committed, every partition assigned, from the beginning to the end
+/// offsets; `tests/java/StraitOffsetsTool.java dump`): an oracle that does not share strait's
+/// decoder.
+pub fn java_values(cluster: &FaultCluster, topic: &str) -> BTreeMap<i32, Vec<String>> {
+    JavaRead::start(cluster, topic).values()
+}
+
+/// [`java_values`] started in the background (its JVM starts while strait's decoder reads).
+#[derive(Debug)]
+pub struct JavaRead(Child);
+
+impl JavaRead {
+    pub fn start(cluster: &FaultCluster, topic: &str) -> JavaRead {
+        JavaRead(crate::offsets_tool().spawn(&[
+            "dump",
+            &cluster.internal_bootstrap(),
+            topic,
+            "read_committed",
+        ]))
+    }
+
+    /// Waits for the read; panics with the program's stderr if it failed.
+    pub fn values(self) -> BTreeMap<i32, Vec<String>> {
+        parse_java_values(&crate::offsets_tool().finish(self.0))
+    }
+}
+
+fn parse_java_values(out: &str) -> BTreeMap<i32, Vec<String>> {
+    let mut values: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for line in out.lines() {
+        let mut f = line.splitn(3, '\t');
+        let (Some(p), Some(_offset), Some(v)) = (f.next(), f.next(), f.next()) else {
+            panic!("the Java consumer printed {line:?}, not \"partition offset value\"");
+        };
+        let p: i32 = p.parse().expect("a partition number");
+        values.entry(p).or_default().push(v.to_string());
+    }
+    values
+}
+
+/// The independent read agrees with strait's decoder when every partition holds the same
+/// records, by value and in the same order (so the same count and set); a partition absent from
+/// one side counts as empty.
+pub fn oracle_verdict(
+    decoded: &BTreeMap<i32, Vec<String>>,
+    java: &BTreeMap<i32, Vec<String>>,
+) -> Result<(), String> {
+    let empty = Vec::new();
+    let mut diffs = Vec::new();
+    for p in decoded
+        .keys()
+        .chain(java.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let (d, j) = (
+            decoded.get(p).unwrap_or(&empty),
+            java.get(p).unwrap_or(&empty),
+        );
+        if d == j {
+            continue;
+        }
+        let first = d
+            .iter()
+            .zip(j)
+            .position(|(a, b)| a != b)
+            .unwrap_or(d.len().min(j.len()));
+        diffs.push(format!(
+            "partition {p}: strait's decoder read {} records, Kafka's Java consumer {}; first difference at index {first} ({:?} vs {:?})",
+            d.len(),
+            j.len(),
+            d.get(first),
+            j.get(first)
+        ));
+    }
+    if diffs.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the Java consumer's read of the target disagrees with strait's decoder: {}",
+            diffs.join("; ")
+        ))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1441,6 +1684,8 @@ pub struct Scenario {
     pub producer: Option<VerifiableProducer>,
     pub notes: Vec<String>,
     pub recovery: Option<Recovery>,
+    /// Failed verdicts ([`Scenario::verdict`]).
+    pub failures: Vec<String>,
     started: Instant,
     _lock: MutexGuard<'static, ()>,
 }
@@ -1547,6 +1792,7 @@ impl Scenario {
             producer: Some(producer),
             notes: Vec::new(),
             recovery: None,
+            failures: Vec::new(),
             started: Instant::now(),
             _lock: lock,
         };
@@ -1604,7 +1850,7 @@ impl Scenario {
             &self.target,
             &self.remote,
             threshold,
-            Duration::from_secs(180),
+            RECOVERY_BOUND,
         );
         eprintln!(
             "[faults] {}: recovery {:?} (first progress {:?}, threshold {threshold} records, baseline {baseline})",
@@ -1612,12 +1858,21 @@ impl Scenario {
         );
         if r.caught_up.is_none() {
             self.notes.push(format!(
-                "did NOT catch up within 180 s of the fault's end (lag {:?}, threshold {threshold})",
+                "lag {:?} at the recovery bound (threshold {threshold})",
                 lag(&self.source, &self.topic, &self.target, &self.remote)
             ));
         }
         self.recovery = Some(r);
         r
+    }
+
+    /// Keeps a failed verdict for [`assert_passed`] (the scenario goes on, so its row is
+    /// recorded).
+    pub fn verdict(&mut self, v: Result<(), String>) {
+        if let Err(e) = v {
+            eprintln!("[faults] {}: FAILED: {e}", self.config.name);
+            self.failures.push(e);
+        }
     }
 
     /// Samples the API for `how_long` and notes what it said.
@@ -1686,18 +1941,12 @@ impl Scenario {
             ));
         }
         self.strait.assert_alive();
-        let (took, code) = self.strait.terminate(Duration::from_secs(60));
-        eprintln!(
-            "[faults] {}: SIGTERM -> exit {code:?} in {:.1} s",
-            self.config.name,
-            took.as_secs_f64()
-        );
-        if took > Duration::from_secs(10) || code != Some(0) {
-            self.notes.push(format!(
-                "SIGTERM took {:.1} s, exit {code:?}",
-                took.as_secs_f64()
-            ));
-        }
+        let stop = self.strait.terminate(SHUTDOWN_KILL_AFTER);
+        eprintln!("[faults] {}: final SIGTERM: {stop}", self.config.name);
+        self.notes.push(format!("final stop: {stop}"));
+        self.verdict(shutdown_verdict(&stop, 0, SHUTDOWN_BOUND));
+        let recovery = recovery_verdict(self.recovery.as_ref(), RECOVERY_BOUND);
+        self.verdict(recovery);
         // strait says when a restart resumes at the stored offset although the target may hold
         // more (the only way it duplicates on purpose): keep those lines as evidence.
         let logs = self.strait.all_logs();
@@ -1724,13 +1973,25 @@ impl Scenario {
                 "{advanced} restarts of a partition skipped records the target already held"
             ));
         }
-        let check = check(
+        let java = JavaRead::start(&self.target, &self.remote);
+        let mut check = check(
             &self.source,
             &self.topic,
             &self.target,
             &self.remote,
             &produced,
         );
+        let java = java.values();
+        eprintln!(
+            "[faults] {}: Kafka's Java consumer read {} target records",
+            self.config.name,
+            java.values().map(Vec::len).sum::<usize>()
+        );
+        self.verdict(oracle_verdict(&check.target_values, &java));
+        check.failures = self.failures.clone();
+        for f in &self.failures {
+            self.notes.push(format!("FAILED: {f}"));
+        }
         for p in check.problems() {
             eprintln!("[faults] {}: {p}", self.config.name);
         }
@@ -1773,8 +2034,10 @@ impl Scenario {
     }
 }
 
-/// The assertion every scenario makes: nothing lost, nothing out of order, nothing foreign.
-pub fn assert_nothing_lost(row: &Row, check: &Check) {
+/// The assertion every scenario makes: nothing lost, nothing out of order, nothing foreign;
+/// and every verdict passed (stops within [`SHUTDOWN_BOUND`], recovery within
+/// [`RECOVERY_BOUND`], Kafka's Java consumer reads what strait's decoder read).
+pub fn assert_passed(row: &Row, check: &Check) {
     assert!(
         row.lost == 0 && row.out_of_order == 0 && check.foreign() == 0 && row.found == row.source,
         "{}: {} of {} source records lost, {} out of order, {} foreign:\n{}",
@@ -1784,6 +2047,12 @@ pub fn assert_nothing_lost(row: &Row, check: &Check) {
         row.out_of_order,
         check.foreign(),
         check.problems().join("\n")
+    );
+    assert!(
+        check.failures.is_empty(),
+        "{}: {}",
+        row.scenario,
+        check.failures.join("\n")
     );
 }
 
@@ -1843,6 +2112,94 @@ mod tests {
         };
         assert_eq!(Row::from_tsv(&none.tsv()).unwrap().recovery_s, None);
         assert!(table(&[none]).contains("| none |"));
+    }
+
+    fn stop(secs: f64, code: Option<i32>, killed: bool) -> Stop {
+        Stop {
+            took: Duration::from_secs_f64(secs),
+            code,
+            killed,
+        }
+    }
+
+    /// The shutdown verdict fails a hung stop, a late one and a wrong exit code; the bound is the
+    /// code's 19 s plus the margin.
+    #[test]
+    fn shutdown_verdict_fails_hung_late_and_non_zero_stops() {
+        assert_eq!(SHUTDOWN_BOUND, Duration::from_secs(25));
+        assert!(SHUTDOWN_KILL_AFTER > SHUTDOWN_BOUND);
+        assert_eq!(
+            shutdown_verdict(&stop(0.4, Some(0), false), 0, SHUTDOWN_BOUND),
+            Ok(())
+        );
+        // The slowest stop seen (both deadlines run out during a target black hole) passes.
+        assert_eq!(
+            shutdown_verdict(&stop(19.1, Some(0), false), 0, SHUTDOWN_BOUND),
+            Ok(())
+        );
+        assert_eq!(
+            shutdown_verdict(&stop(25.0, Some(0), false), 0, SHUTDOWN_BOUND),
+            Ok(())
+        );
+        // Hung: SIGKILLed at the harness's limit (exit by a signal).
+        let hung = shutdown_verdict(&stop(60.0, None, true), 0, SHUTDOWN_BOUND).unwrap_err();
+        assert!(
+            hung.contains("did not stop strait") && hung.contains("SIGKILLed"),
+            "{hung}"
+        );
+        // Late: exited by itself, past the bound.
+        let late = shutdown_verdict(&stop(25.1, Some(0), false), 0, SHUTDOWN_BOUND).unwrap_err();
+        assert!(late.contains("over the 25 s bound"), "{late}");
+        // Non-zero, or zero where a stopped partition must give 2, or ended by a signal.
+        for (code, expected) in [(Some(1), 0), (Some(0), 2), (None, 0)] {
+            let e = shutdown_verdict(&stop(1.0, code, false), expected, SHUTDOWN_BOUND);
+            assert!(e.is_err(), "{code:?} passed for expected {expected}");
+        }
+        assert_eq!(
+            shutdown_verdict(&stop(1.0, Some(2), false), 2, SHUTDOWN_BOUND),
+            Ok(())
+        );
+    }
+
+    /// The recovery verdict fails a scenario that did not measure recovery, did not catch up, or
+    /// caught up past the bound.
+    #[test]
+    fn recovery_verdict_fails_missing_and_late_recovery() {
+        let r = |s: Option<u64>| Recovery {
+            first_progress: Some(Duration::from_secs(1)),
+            caught_up: s.map(Duration::from_secs),
+        };
+        assert_eq!(recovery_verdict(Some(&r(Some(3))), RECOVERY_BOUND), Ok(()));
+        assert_eq!(recovery_verdict(Some(&r(Some(60))), RECOVERY_BOUND), Ok(()));
+        assert!(recovery_verdict(Some(&r(Some(61))), RECOVERY_BOUND).is_err());
+        let none = recovery_verdict(Some(&r(None)), RECOVERY_BOUND).unwrap_err();
+        assert!(none.contains("did not catch up within the 60 s"), "{none}");
+        assert!(recovery_verdict(None, RECOVERY_BOUND).is_err());
+    }
+
+    /// The cross-check fails on a record one reader has and the other lacks, on another order,
+    /// and on a partition only one of them read.
+    #[test]
+    fn oracle_verdict_fails_when_the_readers_disagree() {
+        let m = |parts: &[(i32, &[&str])]| -> BTreeMap<i32, Vec<String>> {
+            parts.iter().map(|(p, vals)| (*p, v(vals))).collect()
+        };
+        let decoded = m(&[(0, &["a", "b"]), (1, &["c"]), (2, &[])]);
+        // The Java consumer prints nothing for an empty partition.
+        assert_eq!(
+            oracle_verdict(&decoded, &m(&[(0, &["a", "b"]), (1, &["c"])])),
+            Ok(())
+        );
+        let lost = oracle_verdict(&decoded, &m(&[(0, &["a"]), (1, &["c"])])).unwrap_err();
+        assert!(
+            lost.contains("partition 0: strait's decoder read 2 records, Kafka's Java consumer 1"),
+            "{lost}"
+        );
+        assert!(oracle_verdict(&decoded, &m(&[(0, &["b", "a"]), (1, &["c"])])).is_err());
+        assert!(oracle_verdict(&decoded, &m(&[(0, &["a", "b"]), (1, &["c", "c"])])).is_err());
+        assert!(
+            oracle_verdict(&decoded, &m(&[(0, &["a", "b"]), (1, &["c"]), (3, &["x"])])).is_err()
+        );
     }
 
     #[test]

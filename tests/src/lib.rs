@@ -286,10 +286,11 @@ pub struct JavaProgram {
 
 impl JavaProgram {
     /// Compiles `source` (a whole `.java` file defining public class `class`) once per content;
-    /// the classes are cached under the test bed directory.
+    /// the classes are cached under the test bed directory. Needs the test bed's Kafka jars, not
+    /// its clusters (the fault suite runs it with only the fault clusters up).
     pub fn compile(class: &str, source: &str) -> JavaProgram {
         use std::hash::{Hash, Hasher};
-        let tb = Testbed::get();
+        let tb = Testbed::load();
         let mut h = std::collections::hash_map::DefaultHasher::new();
         source.hash(&mut h);
         let dir = PathBuf::from(tb.var("STRAIT_TESTBED_DIR"))

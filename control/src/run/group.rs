@@ -43,7 +43,7 @@ const REPORT_INTERVAL: Duration = Duration::from_millis(500);
 const THROUGHPUT_WINDOW: Duration = Duration::from_secs(10);
 /// How long shutdown waits for LeaveGroup (a coordinator that answers does in milliseconds;
 /// one that does not lets the session lapse instead).
-const LEAVE_TIMEOUT: Duration = Duration::from_secs(3);
+pub(super) const LEAVE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The group settings of a run.
 #[derive(Debug, Clone)]

@@ -35,6 +35,7 @@ use strait_dataplane::wire::WireError;
 
 pub use self::control::{DUTY_DEADLINE, TICK};
 pub use self::start::TEST_COMMAND_CHANNEL_ENV;
+pub use self::stop::SHUTDOWN_DEADLINE;
 
 use self::assign::Partitions;
 use self::control::ProcessDuties;

@@ -24,6 +24,14 @@ const SHARD_STOP_TIMEOUT: Duration = Duration::from_secs(6);
 /// stored progress at the next start (records copied since are copied again).
 const FINAL_WRITES_DEADLINE: Duration = Duration::from_secs(10);
 
+/// The longest `strait run` takes to stop once the control loop has seen SIGTERM: the shards'
+/// stop, the final writes and LeaveGroup run one after the other (`run`), each bounded, whatever
+/// the clusters do. README quotes it (19 s); the fault suite asserts every SIGTERM's exit
+/// against it plus a stated margin (`tests/src/faults.rs`, `SHUTDOWN_BOUND`).
+pub const SHUTDOWN_DEADLINE: Duration = SHARD_STOP_TIMEOUT
+    .saturating_add(FINAL_WRITES_DEADLINE)
+    .saturating_add(super::group::LEAVE_TIMEOUT);
+
 /// Stops the shards, applies their final reports, and waits for their threads. Returns every
 /// shard's last counters.
 pub(super) async fn stop_shards(
@@ -138,4 +146,15 @@ pub(super) fn failed_partitions(parts: &Partitions) -> Vec<(String, String)> {
                 .map(|e| (format!("{}-{}", k.topic, k.partition), e))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// README's figure ("19 s in all") is the sum of the deadlines; change both together.
+    #[test]
+    fn shutdown_deadline_is_the_readmes_19_s() {
+        assert_eq!(SHUTDOWN_DEADLINE, Duration::from_secs(19));
+    }
 }
