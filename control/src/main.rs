@@ -75,26 +75,41 @@ enum Command {
     /// says is copied and compare them record by record (key, value, headers, timestamp and its
     /// type) over the stored offset mapping. Exit 0 only when everything compared matches, 1
     /// when something differs, 3 when it cannot run.
-    Verify {
-        #[arg(long)]
-        config: PathBuf,
-        /// The flow (`source->target`); default the only enabled flow.
-        #[arg(long)]
-        flow: Option<String>,
-        /// Only source topics whose whole name matches this regex.
-        #[arg(long)]
-        topics: Option<String>,
-        /// Only these partitions (comma-separated).
-        #[arg(long, value_delimiter = ',')]
-        partitions: Option<Vec<i32>>,
-        /// Partitions verified at once (each holds at most one 8 MiB fetch per side).
-        #[arg(long, default_value_t = strait_control::commands::verify::DEFAULT_PARALLEL_PARTITIONS as u64,
-              value_parser = clap::value_parser!(u64).range(1..=256))]
-        parallel: u64,
-        /// Print the report as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Verify(VerifyArgs),
+}
+
+/// `strait verify`'s arguments.
+#[derive(clap::Args, Debug)]
+struct VerifyArgs {
+    /// The mm2.properties file.
+    #[arg(long)]
+    config: PathBuf,
+    /// The flow (`source->target`); default the only enabled flow.
+    #[arg(long)]
+    flow: Option<String>,
+    /// Only source topics whose whole name matches this regex.
+    #[arg(long)]
+    topics: Option<String>,
+    /// Only these partitions (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    partitions: Option<Vec<i32>>,
+    /// Partitions verified at once (each holds at most one 8 MiB fetch per side).
+    #[arg(long, default_value_t = strait_control::commands::verify::DEFAULT_PARALLEL_PARTITIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=256))]
+    parallel: u64,
+    /// Compare about this share of the copied records (0 < RATE <= 1), as whole source
+    /// batches at random offsets, with what the mapping puts on the target.
+    #[arg(long, conflicts_with = "full")]
+    sample: Option<f64>,
+    /// Compare every copied record (the default).
+    #[arg(long)]
+    full: bool,
+    /// The seed of --sample's offsets (default: from the clock; printed in the report).
+    #[arg(long, requires = "sample")]
+    seed: Option<u64>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -274,19 +289,10 @@ fn main() -> ExitCode {
             }
         }
         Command::Ctl(args) => ctl(args),
-        Command::Verify {
-            config,
-            flow,
-            topics,
-            partitions,
-            parallel,
-            json,
-        } => {
-            verify(&config, flow, topics, partitions, parallel as usize, json).unwrap_or_else(|e| {
-                eprintln!("strait: {e:#}");
-                ExitCode::from(3)
-            })
-        }
+        Command::Verify(args) => verify(&args).unwrap_or_else(|e| {
+            eprintln!("strait: {e:#}");
+            ExitCode::from(3)
+        }),
         Command::Run {
             config,
             until_caught_up,
@@ -717,27 +723,36 @@ fn offsets_translate(path: &Path, group: &str, flow: Option<&str>) -> anyhow::Re
 }
 
 /// `strait verify`: exit 0 when every compared record matches, 1 otherwise.
-fn verify(
-    path: &Path,
-    flow: Option<String>,
-    topics: Option<String>,
-    partitions: Option<Vec<i32>>,
-    parallel: usize,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
+fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     use std::io::IsTerminal as _;
     use strait_control::commands::verify::{Progress, VerifyOptions, verify_command};
-    let topics = topics
-        .map(|t| regex::Regex::new(&t).with_context(|| format!("--topics {t}")))
+    use strait_control::verify::partition::Mode;
+    let mode = match args.sample {
+        None => Mode::Full,
+        Some(rate) if rate > 0.0 && rate <= 1.0 => Mode::Sample {
+            rate,
+            seed: args.seed.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64)
+            }),
+        },
+        Some(rate) => anyhow::bail!("--sample {rate}: expected a share above 0 and at most 1"),
+    };
+    let topics = args
+        .topics
+        .as_deref()
+        .map(|t| regex::Regex::new(t).with_context(|| format!("--topics {t}")))
         .transpose()?;
-    let Some(cfg) = load_or_report(path) else {
+    let Some(cfg) = load_or_report(&args.config) else {
         return Ok(ExitCode::from(1));
     };
     let opts = VerifyOptions {
-        flow,
+        mode,
+        flow: args.flow.clone(),
         topics,
-        partitions,
-        parallel_partitions: parallel,
+        partitions: args.partitions.clone(),
+        parallel_partitions: args.parallel as usize,
     };
     let live = std::io::stderr().is_terminal();
     let show = |p: Progress| {
@@ -758,7 +773,7 @@ fn verify(
     if live {
         eprint!("\r\x1b[K");
     }
-    if json {
+    if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{report}");

@@ -327,6 +327,22 @@ fn verify_names_extra_missing_and_mismatched_records() {
     let p = partitions(&report, &clean)[0];
     assert_eq!(p["matched"].as_u64(), Some(50), "{p:#}");
 
+    // Sampled: whole batches at random offsets find the changed records too, and pass on the
+    // clean topic.
+    let (code, report, stderr) = verify(
+        &cfg,
+        &["--sample", "0.3", "--seed", "7", "--topics", &changed],
+    );
+    assert_eq!(code, 1, "{report:#}\n{stderr}");
+    let p = partitions(&report, &changed)[0];
+    assert!(p["mismatched"].as_u64() > Some(0), "{p:#}");
+    assert!(p["sampled_batches"].as_u64() >= Some(1), "{p:#}");
+    assert_eq!(report["mode"], "sample 0.3 seed 7", "{report:#}");
+    let (code, report, stderr) = verify(&cfg, &["--sample", "0.3", "--topics", &clean]);
+    assert_eq!(code, 0, "{report:#}\n{stderr}");
+    let p = partitions(&report, &clean)[0];
+    assert!(p["matched"].as_u64() >= Some(15), "{p:#}");
+
     // Narrowed to the clean topic, it passes.
     let (code, _, stderr) = verify(&cfg, &["--topics", &format!("{tag}-clean")]);
     assert_eq!(code, 0, "{stderr}");

@@ -16,14 +16,16 @@ use crate::config::Mm2Config;
 use crate::duties::offsets::{OffsetsError, cluster_for};
 use crate::store::progress;
 use crate::verify::compare::DifferenceKind;
-use crate::verify::partition::{PartitionInput, PartitionResult, verify_partition};
+use crate::verify::partition::{Mode, PartitionInput, PartitionResult, verify_partition};
 
 /// Partitions verified at once: each holds at most one fetch (8 MiB) per side.
 pub const DEFAULT_PARALLEL_PARTITIONS: usize = 4;
 
 /// What to verify.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct VerifyOptions {
+    /// Every copied record, or a sample of whole batches.
+    pub mode: Mode,
     /// The flow (`source->target`); default the only enabled flow.
     pub flow: Option<String>,
     /// Only source topics matching this regex (whole name).
@@ -50,6 +52,8 @@ pub struct Progress {
 #[derive(Debug, Clone, Serialize)]
 pub struct VerifyReport {
     pub flow: String,
+    /// `full`, or `sample RATE seed SEED`.
+    pub mode: String,
     pub partitions: Vec<PartitionResult>,
     pub elapsed_ms: u64,
 }
@@ -127,7 +131,8 @@ pub async fn verify_command(
         })
         .sum();
 
-    let mut results = verify_all(&source, &target, inputs, opts.parallel_partitions, |p| {
+    let parallel = opts.parallel_partitions;
+    let mut results = verify_all(&source, &target, inputs, opts.mode, parallel, |p| {
         on_progress(Progress {
             records_estimate,
             elapsed: started.elapsed(),
@@ -138,6 +143,10 @@ pub async fn verify_command(
     results.sort_by(|a, b| a.source.cmp(&b.source));
     Ok(VerifyReport {
         flow: name,
+        mode: match opts.mode {
+            Mode::Full => "full".into(),
+            Mode::Sample { rate, seed } => format!("sample {rate} seed {seed}"),
+        },
         partitions: results,
         elapsed_ms: started.elapsed().as_millis() as u64,
     })
@@ -171,6 +180,7 @@ async fn verify_all(
     source: &Cluster,
     target: &Cluster,
     inputs: Vec<PartitionInput>,
+    mode: Mode,
     parallel: usize,
     mut on_progress: impl FnMut(Progress),
 ) -> Vec<PartitionResult> {
@@ -179,7 +189,7 @@ async fn verify_all(
     let mut results = Vec::with_capacity(partitions);
     let read_ref = &read;
     let mut stream = futures_util::stream::iter(inputs)
-        .map(|input| verify_partition(source, target, input, read_ref))
+        .map(|input| verify_partition(source, target, input, mode, read_ref))
         .buffer_unordered(parallel.max(1));
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -284,9 +294,10 @@ impl fmt::Display for VerifyReport {
         let failed = self.partitions.iter().filter(|p| !p.ok()).count();
         let _ = writeln!(
             out,
-            "{}: flow {}, {} partitions, {} records compared, {} matched, {} missing, {} extra, {} mismatched, {} not yet copied, {} partitions failed, in {:.1} s",
+            "{}: flow {} ({}), {} partitions, {} records compared, {} matched, {} missing, {} extra, {} mismatched, {} not yet copied, {} partitions failed, in {:.1} s",
             if self.ok() { "OK" } else { "FAILED" },
             self.flow,
+            self.mode,
             self.partitions.len(),
             sum(|p| p.counts.compared),
             sum(|p| p.counts.matched),

@@ -156,7 +156,7 @@ pub async fn read_range(
 ) -> Result<i64, ClusterError> {
     let mut position = from;
     while position < end {
-        let (records, next) = fetch_once(cluster, tp, position, isolation).await?;
+        let (records, next) = fetch_once(cluster, tp, position, isolation, MAX_FETCH_BYTES).await?;
         for r in records {
             if r.offset >= position && r.offset < end {
                 let offset = r.offset;
@@ -180,7 +180,11 @@ pub async fn read_range(
     Ok(position.min(end))
 }
 
-/// One fetch of `tp` at `offset`, up to 8 MiB: the records (control batches, and aborted ones
+/// What one fetch of the control plane asks at most (a broker returns the first batch whole
+/// even when it is larger).
+pub const MAX_FETCH_BYTES: i32 = 8 * 1024 * 1024;
+
+/// One fetch of `tp` at `offset`, up to `max_bytes` (at least the first batch): the records (control batches, and aborted ones
 /// under read_committed, left out) and the offset to read next (after the last batch; the log
 /// start when `offset` was below it). Fails when it would not advance.
 pub async fn read_chunk(
@@ -188,8 +192,9 @@ pub async fn read_chunk(
     tp: &TopicPartition,
     offset: i64,
     isolation: IsolationLevel,
+    max_bytes: i32,
 ) -> Result<(Vec<StoredRecord>, i64), ClusterError> {
-    let (records, next) = fetch_once(cluster, tp, offset, isolation).await?;
+    let (records, next) = fetch_once(cluster, tp, offset, isolation, max_bytes).await?;
     if next <= offset {
         return Err(ClusterError::Invalid {
             context: Box::new(
@@ -209,6 +214,7 @@ async fn fetch_once(
     tp: &TopicPartition,
     offset: i64,
     isolation: IsolationLevel,
+    max_bytes: i32,
 ) -> Result<(Vec<StoredRecord>, i64), ClusterError> {
     cluster
         .with_retries("Fetch", || async {
@@ -218,7 +224,7 @@ async fn fetch_once(
                 .topic(&tp.topic)
                 .partition(tp.partition);
             let resp = conn
-                .call(&fetch_request(tp, offset, isolation))
+                .call(&fetch_request(tp, offset, isolation, max_bytes))
                 .await
                 .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
             let pd = resp
@@ -242,13 +248,18 @@ async fn fetch_once(
         .await
 }
 
-/// A fetch of one partition from `offset`, up to 8 MiB.
-fn fetch_request(tp: &TopicPartition, offset: i64, isolation: IsolationLevel) -> FetchRequest {
+/// A fetch of one partition from `offset`, up to `max_bytes`.
+fn fetch_request(
+    tp: &TopicPartition,
+    offset: i64,
+    isolation: IsolationLevel,
+    max_bytes: i32,
+) -> FetchRequest {
     FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(100)
         .with_min_bytes(1)
-        .with_max_bytes(8 * 1024 * 1024)
+        .with_max_bytes(max_bytes)
         .with_isolation_level(isolation.wire())
         .with_session_epoch(-1)
         .with_topics(vec![
@@ -261,7 +272,7 @@ fn fetch_request(tp: &TopicPartition, offset: i64, isolation: IsolationLevel) ->
                         .with_fetch_offset(offset)
                         .with_last_fetched_epoch(-1)
                         .with_log_start_offset(-1)
-                        .with_partition_max_bytes(8 * 1024 * 1024),
+                        .with_partition_max_bytes(max_bytes),
                 ]),
         ])
 }

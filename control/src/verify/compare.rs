@@ -46,6 +46,15 @@ pub struct Plan {
     pub target_compacted: bool,
 }
 
+/// A part of the plan's ranges compared on its own (a sampled batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub source_from: i64,
+    pub source_end: i64,
+    pub target_from: i64,
+    pub target_end: i64,
+}
+
 /// Which record field differs first (in this order of comparison).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -175,6 +184,45 @@ impl Comparer {
 
     pub fn plan(&self) -> &Plan {
         &self.plan
+    }
+
+    /// Compares `window` next (after [`Need::Finished`]); counts, the first difference and the
+    /// digests carry on, so a sampled run sums its windows.
+    pub fn next_window(&mut self, window: Window) {
+        assert!(
+            self.source.is_empty() && self.target.is_empty(),
+            "a window starts after the previous one is finished"
+        );
+        self.plan.source_from = window.source_from;
+        self.plan.source_end = window.source_end;
+        self.plan.target_from = window.target_from;
+        self.plan.target_end = window.target_end;
+        self.source_done = false;
+        self.target_done = false;
+        self.gap_cursor = None;
+    }
+
+    /// Whether source offset `u` lies in a gap that thinning left approximate: pairing there
+    /// goes by order from the gap's start, so a window must not begin or end inside one.
+    pub fn in_approximate_gap(&self, u: i64) -> bool {
+        matches!(self.place(u), Place::InexactGap(_))
+    }
+
+    /// The target offset of the copy of the first copied source record at or after `u` (the
+    /// downstream end when there is none).
+    pub fn downstream_at(&self, u: i64) -> i64 {
+        let runs = &self.plan.runs;
+        let idx = runs.partition_point(|r| r.segment.upstream_start <= u);
+        if idx > 0 {
+            let run = &runs[idx - 1].segment;
+            if u < run.upstream_end() {
+                return run.downstream_start + (u - run.upstream_start);
+            }
+        }
+        match runs.get(idx) {
+            Some(next) => next.segment.downstream_start,
+            None => runs.last().map_or(0, |r| r.segment.downstream_end()),
+        }
     }
 
     /// Source records in offset order, each after the previous ones; records outside
@@ -624,6 +672,41 @@ mod tests {
         let c = run_cmp(p, src, tgt);
         assert!(c.matches());
         assert_eq!(c.counts().matched, 3);
+    }
+
+    #[test]
+    fn windows_sum_their_counts_and_find_a_difference_in_any_of_them() {
+        let src = at(&[0, 1, 2, 3, 4, 5, 6, 7], &[0, 1, 2, 3, 4, 5, 6, 7]);
+        let mut tgt = at(&[0, 1, 2, 3, 4, 5], &[0, 1, 2, 5, 6, 7]);
+        tgt[4].value = None;
+        let p = plan(vec![run(0, 0, 3, true), run(5, 3, 3, true)]);
+        let mut c = Comparer::new(p);
+        for (from, end) in [(0, 2), (5, 8)] {
+            c.next_window(Window {
+                source_from: from,
+                source_end: end,
+                target_from: c.downstream_at(from),
+                target_end: c.downstream_at(end),
+            });
+            c.push_source(
+                src.iter()
+                    .filter(|r| r.offset >= from)
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+            c.source_done();
+            c.push_target(tgt.clone());
+            c.target_done();
+            assert_eq!(c.need(), Need::Finished);
+        }
+        assert_eq!((c.counts().matched, c.counts().mismatched), (4, 1));
+        assert_eq!(c.first_difference().unwrap().source_offset, Some(6));
+        assert_eq!(
+            c.downstream_at(3),
+            3,
+            "a gap's records go where the next run starts"
+        );
+        assert!(!c.in_approximate_gap(3));
     }
 
     proptest::proptest! {

@@ -5,10 +5,10 @@ use std::cell::Cell;
 
 use serde::Serialize;
 
-use super::compare::{Comparer, Counts, Difference, Need, Plan};
+use super::compare::{Comparer, Counts, Difference, Need, Plan, Window};
 use crate::cluster::{Cluster, ClusterError, IsolationLevel, OffsetSpec, TopicPartition};
 use crate::offsets::mapping::StoredRun;
-use crate::store::records;
+use crate::store::records::{self, StoredRecord};
 
 /// What is known of a partition before its records are read.
 #[derive(Debug, Clone)]
@@ -51,6 +51,8 @@ pub struct PartitionResult {
     pub target_ahead: i64,
     pub not_compared: Vec<NotCompared>,
     pub first_difference: Option<Difference>,
+    /// With `--sample`: how many source batches were compared (none: the whole range was).
+    pub sampled_batches: Option<u64>,
     pub source_digest: String,
     pub target_digest: String,
     /// Why the partition could not be verified.
@@ -84,11 +86,178 @@ impl PartitionResult {
             target_ahead: 0,
             not_compared: Vec::new(),
             first_difference: None,
+            sampled_batches: None,
             source_digest: String::new(),
             target_digest: String::new(),
             error: None,
         }
     }
+}
+
+/// Whether every copied record is compared, or whole batches chosen at random.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    Full,
+    /// Compare about `rate` of the copied records (0 < rate <= 1), as whole source batches at
+    /// random offsets drawn from `seed` (printed, so that a run can be repeated).
+    Sample {
+        rate: f64,
+        seed: u64,
+    },
+}
+
+/// At most this many batches are drawn per partition in a sampled run, however small the
+/// batches: bounds the requests a sampled run sends.
+pub const MAX_SAMPLES_PER_PARTITION: u64 = 100_000;
+
+/// One side's cluster and partition.
+struct Side<'a> {
+    cluster: &'a Cluster,
+    tp: &'a TopicPartition,
+}
+
+impl<'a> Side<'a> {
+    fn new(cluster: &'a Cluster, tp: &'a TopicPartition) -> Self {
+        Self { cluster, tp }
+    }
+
+    /// One fetch at `from` (at most `max_bytes`, the first batch whole), without the records
+    /// before `keep_from` (a fetch returns whole batches); and where to read next.
+    async fn read(
+        &self,
+        from: i64,
+        keep_from: i64,
+        max_bytes: i32,
+        progress: &Cell<u64>,
+    ) -> Result<(Vec<StoredRecord>, i64), ClusterError> {
+        let (mut recs, next) = records::read_chunk(
+            self.cluster,
+            self.tp,
+            from,
+            IsolationLevel::ReadCommitted,
+            max_bytes,
+        )
+        .await?;
+        progress.set(progress.get() + recs.len() as u64);
+        recs.retain(|r| r.offset >= keep_from);
+        Ok((recs, next))
+    }
+}
+
+/// Both sides of a partition.
+struct Sides<'a> {
+    source: Side<'a>,
+    target: Side<'a>,
+    /// The target's log start: reads begin there at the earliest (see `verify`).
+    target_start: i64,
+    progress: &'a Cell<u64>,
+}
+
+impl Sides<'_> {
+    /// Compares source `from..end` with target `from..end` as `cmp` asks.
+    async fn compare(
+        &self,
+        cmp: &mut Comparer,
+        (s_from, s_end): (i64, i64),
+        (t_from, t_end): (i64, i64),
+        max_bytes: i32,
+    ) -> Result<(), ClusterError> {
+        let (mut s_pos, mut t_pos) = (s_from, t_from.max(self.target_start));
+        loop {
+            match cmp.need() {
+                Need::Finished => return Ok(()),
+                Need::Source if s_pos >= s_end => cmp.source_done(),
+                Need::Target if t_pos >= t_end => cmp.target_done(),
+                Need::Source => {
+                    let (recs, next) = self
+                        .source
+                        .read(s_pos, s_pos, max_bytes, self.progress)
+                        .await?;
+                    s_pos = next;
+                    cmp.push_source(recs);
+                }
+                Need::Target => {
+                    let (recs, next) = self
+                        .target
+                        .read(t_pos, t_pos, max_bytes, self.progress)
+                        .await?;
+                    t_pos = next;
+                    cmp.push_target(recs);
+                }
+            }
+        }
+    }
+}
+
+/// A sampled comparison: whole source batches at random offsets, each with the target records
+/// the mapping puts them at, until about `rate` of the range's records are compared. Returns
+/// the batches compared.
+async fn sample(
+    sides: &Sides<'_>,
+    cmp: &mut Comparer,
+    plan: &Plan,
+    rate: f64,
+    seed: u64,
+) -> Result<u64, ClusterError> {
+    let span = plan.source_end - plan.source_from;
+    if span <= 0 {
+        return Ok(0);
+    }
+    let wanted = ((span as f64 * rate).ceil() as u64).max(1);
+    let mut rng = SplitMix64(seed);
+    let (mut batches, mut drawn) = (0u64, 0u64);
+    while cmp.counts().source_records < wanted && drawn < MAX_SAMPLES_PER_PARTITION {
+        drawn += 1;
+        let u = plan.source_from + (rng.next() % span as u64) as i64;
+        // A one-byte fetch returns the batch holding `u` whole: compare all of it.
+        let (recs, next) = sides.source.read(u, i64::MIN, 1, sides.progress).await?;
+        let Some(first) = recs.first() else {
+            continue; // markers or an aborted batch: nothing a consumer sees
+        };
+        let (b0, b1) = (
+            first.offset.max(plan.source_from),
+            next.min(plan.source_end),
+        );
+        if b0 >= b1 || recs.iter().any(|r| cmp.in_approximate_gap(r.offset)) {
+            continue; // pairing by order needs the approximate gap's start
+        }
+        let (t0, t1) = (cmp.downstream_at(b0), cmp.downstream_at(b1));
+        cmp.next_window(Window {
+            source_from: b0,
+            source_end: b1,
+            target_from: t0,
+            target_end: t1,
+        });
+        cmp.push_source(recs);
+        cmp.source_done();
+        sides.compare(cmp, (b1, b1), (t0, t1), 1).await?;
+        batches += 1;
+    }
+    Ok(batches)
+}
+
+/// splitmix64: a small, fast generator; the offsets only need to be spread, not secret.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Mixes the partition into the seed, so that partitions draw different offsets.
+fn partition_seed(input: &PartitionInput) -> u64 {
+    input
+        .source
+        .topic
+        .bytes()
+        .fold(u64::from(input.source.partition as u32), |h, b| {
+            h.wrapping_mul(0x100_0000_01B3) ^ u64::from(b)
+        })
 }
 
 /// Log start and end (read_committed: the last stable offset) of `tp`.
@@ -116,9 +285,10 @@ pub async fn verify_partition(
     source: &Cluster,
     target: &Cluster,
     input: PartitionInput,
+    mode: Mode,
     progress: &Cell<u64>,
 ) -> PartitionResult {
-    match verify(source, target, &input, progress).await {
+    match verify(source, target, &input, mode, progress).await {
         Ok(r) => r,
         Err(e) => PartitionResult::failed(&input, e.to_string()),
     }
@@ -128,6 +298,7 @@ async fn verify(
     source: &Cluster,
     target: &Cluster,
     input: &PartitionInput,
+    mode: Mode,
     progress: &Cell<u64>,
 ) -> Result<PartitionResult, ClusterError> {
     let (source_start, source_end) = bounds(source, &input.source).await?;
@@ -145,44 +316,28 @@ async fn verify(
     // Below its log start a broker may still serve records that are deleted (delete-records
     // moves the start before the segment goes): read from the start, so that the records
     // below it count as missing.
-    let (mut s_pos, mut t_pos) = (plan.source_from, plan.target_from.max(target_start));
-    loop {
-        match cmp.need() {
-            Need::Finished => break,
-            Need::Source if s_pos >= plan.source_end => cmp.source_done(),
-            Need::Target if t_pos >= plan.target_end => cmp.target_done(),
-            Need::Source => {
-                let (recs, next) = records::read_chunk(
-                    source,
-                    &input.source,
-                    s_pos,
-                    IsolationLevel::ReadCommitted,
+    let sides = Sides {
+        source: Side::new(source, &input.source),
+        target: Side::new(target, &input.target),
+        target_start,
+        progress,
+    };
+    let sampled_batches = match mode {
+        Mode::Full => {
+            sides
+                .compare(
+                    &mut cmp,
+                    (plan.source_from, plan.source_end),
+                    (plan.target_from, plan.target_end),
+                    records::MAX_FETCH_BYTES,
                 )
                 .await?;
-                progress.set(progress.get() + recs.len() as u64);
-                // A fetch returns whole batches: leave out what lies before the position.
-                let from = s_pos;
-                let recs = recs.into_iter().filter(move |r| r.offset >= from);
-                s_pos = next;
-                cmp.push_source(recs);
-            }
-            Need::Target => {
-                let (recs, next) = records::read_chunk(
-                    target,
-                    &input.target,
-                    t_pos,
-                    IsolationLevel::ReadCommitted,
-                )
-                .await?;
-                progress.set(progress.get() + recs.len() as u64);
-                // A fetch returns whole batches: leave out what lies before the position.
-                let from = t_pos;
-                let recs = recs.into_iter().filter(move |r| r.offset >= from);
-                t_pos = next;
-                cmp.push_target(recs);
-            }
+            None
         }
-    }
+        Mode::Sample { rate, seed } => {
+            Some(sample(&sides, &mut cmp, &plan, rate, seed ^ partition_seed(input)).await?)
+        }
+    };
     let (source_digest, target_digest) = cmp.digests();
     let mut counts = cmp.counts().clone();
     let mut first_difference = cmp.first_difference().cloned();
@@ -211,6 +366,7 @@ async fn verify(
         },
         not_compared,
         first_difference,
+        sampled_batches,
         source_digest,
         target_digest,
         error: None,
