@@ -83,6 +83,13 @@ step() {
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "lock files current"
+# The fuzz crate has its own lock file, built --locked at the fuzz smoke: a dependency added to
+# the workspace must be added there too (cd fuzz && cargo tree). Checked here, in a second,
+# rather than after the builds.
+cargo tree --locked --workspace >/dev/null
+(cd fuzz && cargo tree --locked >/dev/null)
+
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 # The fault scenarios are not a --workspace target (test = false in tests/Cargo.toml).
