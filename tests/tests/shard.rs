@@ -95,6 +95,7 @@ fn start_one_partition_shard(
             target_topic: Arc::from(remote),
             start_offset: 0,
             start_leader_epoch: -1,
+            start_target_offset: -1,
             max_message_bytes: 1_048_588,
             fetch: FetchSettings::default(),
             produce: ProduceSettings::default(),

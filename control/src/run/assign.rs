@@ -312,6 +312,7 @@ mod tests {
                 target_topic: Arc::from(format!("A.{topic}").as_str()),
                 start_offset: 5,
                 start_leader_epoch: -1,
+                start_target_offset: -1,
                 max_message_bytes: 1_000,
                 fetch: FetchSettings::default(),
                 produce: ProduceSettings::default(),

@@ -260,6 +260,11 @@ pub struct Assignment {
     /// The source leader epoch stored with `start_offset` (-1 when unknown, or when the start
     /// is not the stored position): the first fetch checks that the source still holds it.
     pub start_leader_epoch: i32,
+    /// Where the target partition's log ended when the control plane started the partition:
+    /// the target offset `start_offset` lands at while no one else writes the partition (-1
+    /// when unknown). Progress reports it until the first acknowledgement, so progress stored
+    /// before then still lets crash recovery count what the target holds past it.
+    pub start_target_offset: i64,
     /// The target topic's `max.message.bytes`.
     pub max_message_bytes: usize,
     pub fetch: FetchSettings,

@@ -367,6 +367,13 @@ impl Partition {
         self.last_fetched_epoch = epoch;
     }
 
+    /// The target offset the next acknowledged record lands at, as known before the first
+    /// acknowledgement (see `Assignment::start_target_offset`); -1 when unknown.
+    pub fn set_target_next_offset(&mut self, offset: i64) {
+        debug_assert!(self.window.is_empty(), "set before anything was sent");
+        self.target_next = offset.max(-1);
+    }
+
     pub fn fetch_offset(&self) -> i64 {
         self.fetch_offset
     }
@@ -1621,6 +1628,30 @@ mod tests {
             .unwrap();
         }
         assert_eq!((st.merges, st.fast_batches), (0, 3));
+    }
+
+    #[test]
+    fn progress_before_the_first_acknowledgement_reports_the_start_target_offset() {
+        let mut p = part(0);
+        assert_eq!(p.progress().target_next_offset, -1, "unknown by default");
+        p.set_target_next_offset(40);
+        let mut st = ShardStats::default();
+        let (_budget, t) = ticket();
+        let now = Instant::now();
+        p.fetch_started();
+        p.handle_fetch(fetched(batch(0, 2, Compression::None), 2), &t, now, &mut st)
+            .unwrap();
+        let (seq, _) = p.poll_send(now, &mut st).unwrap();
+        // Sent, not acknowledged: stored progress (offset 0) still maps to target offset 40.
+        assert_eq!((p.next_offset(), p.progress().target_next_offset), (0, 40));
+        p.handle_produced(
+            seq,
+            ProduceOutcome::Appended { base_offset: 40 },
+            now,
+            &mut st,
+        )
+        .unwrap();
+        assert_eq!((p.next_offset(), p.progress().target_next_offset), (2, 42));
     }
 
     #[test]

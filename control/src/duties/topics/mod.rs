@@ -403,9 +403,14 @@ impl TopicSync {
         }
         let first_pass = !self.discovered;
         self.discovered = true;
+        let target_ends = remote_log_ends(io, &ready).await;
         for (t, p, range) in ready {
+            let target_end = target_ends
+                .get(&TopicPartition::new((plan.remote_name)(&t.name), p))
+                .copied()
+                .unwrap_or(-1);
             let change = self
-                .start_partition(io, t, p, range, first_pass, &described)
+                .start_partition(io, t, p, range, target_end, first_pass, &described)
                 .await;
             out.push(change);
         }
@@ -519,12 +524,15 @@ impl TopicSync {
 
     /// Starts partition `p` of `t`, whose log spans `(lo, hi)`: where it resumes (stored
     /// progress, `auto.offset.reset`, crash recovery on the first pass), or why it cannot.
+    /// `target_end` is the remote partition's log end read just before (-1 when unknown).
+    #[allow(clippy::too_many_arguments)]
     async fn start_partition(
         &mut self,
         io: &FlowIo<'_>,
         t: &SourceTopic,
         p: i32,
         (lo, hi): (i64, i64),
+        target_end: i64,
         first_pass: bool,
         described: &BTreeMap<String, Vec<ConfigEntry>>,
     ) -> TopicChange {
@@ -578,6 +586,11 @@ impl TopicSync {
             .get(&tp)
             .filter(|e| e.next_offset == start && e.topic_id == t.topic_id)
             .map_or(-1, |e| e.leader_epoch);
+        // Where the first record copied lands: after what recovery found, else the target's
+        // end (the data plane's producer is the partition's only writer).
+        let start_target_offset = recovered
+            .last()
+            .map_or(target_end, |s| s.downstream + i64::from(s.count));
         let key = PartitionKey::new(io.fid, &t.name, p);
         TopicChange::Start(Box::new(NewPartition {
             assignment: Assignment {
@@ -587,6 +600,7 @@ impl TopicSync {
                 target_topic: Arc::from(remote.as_str()),
                 start_offset: start,
                 start_leader_epoch,
+                start_target_offset,
                 max_message_bytes,
                 fetch: plan.fetch,
                 produce: plan.produce,
@@ -817,6 +831,7 @@ impl TopicSync {
                     target_topic: Arc::from(name.as_str()),
                     start_offset: 0,
                     start_leader_epoch: -1,
+                    start_target_offset: -1,
                     max_message_bytes: strait_dataplane::batch::DEFAULT_MAX_MESSAGE_BYTES,
                     fetch: plan.fetch,
                     produce: plan.produce,
@@ -1054,6 +1069,31 @@ impl SourceOffsets {
             }),
         }
     }
+}
+
+/// The log ends of the remote partitions of `ready`, read in one pass (read_uncommitted: the
+/// data plane's producer is not transactional); a partition whose end is not known is absent.
+async fn remote_log_ends(
+    io: &FlowIo<'_>,
+    ready: &[(&SourceTopic, i32, (i64, i64))],
+) -> BTreeMap<TopicPartition, i64> {
+    let remotes: Vec<TopicPartition> = ready
+        .iter()
+        .map(|(t, p, _)| TopicPartition::new((io.plan.remote_name)(&t.name), *p))
+        .collect();
+    if remotes.is_empty() {
+        return BTreeMap::new();
+    }
+    io.target
+        .list_offsets(
+            &remotes,
+            OffsetSpec::Latest,
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .into_iter()
+        .filter_map(|(tp, r)| r.ok().map(|o| (tp, o)))
+        .collect()
 }
 
 /// At process start, a partition with stored progress may have been replicated further

@@ -376,6 +376,7 @@ impl ShardCore {
             a.produce,
         );
         p.set_last_fetched_epoch(a.start_leader_epoch);
+        p.set_target_next_offset(a.start_target_offset);
         if let Some(w) = self.wall {
             p.set_wall_clock(w);
         }

@@ -361,6 +361,7 @@ impl World {
             target_topic: Arc::from(REMOTE),
             start_offset: start,
             start_leader_epoch: -1,
+            start_target_offset: -1,
             max_message_bytes: 1 << 20,
             fetch: FetchSettings {
                 isolation_level: IsolationLevel::ReadCommitted,
