@@ -76,6 +76,35 @@ enum Command {
     /// type) over the stored offset mapping. Exit 0 only when everything compared matches, 1
     /// when something differs, 3 when it cannot run.
     Verify(VerifyArgs),
+    /// Rehearse a failover for one consumer group, read-only for it: start a shadow group on
+    /// the target where the group would resume (its offsets there after group sync, else
+    /// strait's translation) and check, per partition and by content, that it reads first the
+    /// first record the group had not consumed on the source. Exit 0 when nothing would be
+    /// skipped, 1 on a skip or a partition that cannot be checked, 3 when it cannot run (for
+    /// example, the group is active on the target).
+    Drill(DrillArgs),
+}
+
+/// `strait drill`'s arguments.
+#[derive(clap::Args, Debug)]
+struct DrillArgs {
+    /// The mm2.properties file.
+    #[arg(long)]
+    config: PathBuf,
+    /// The flow (`source->target`); default the only enabled flow.
+    #[arg(long)]
+    flow: Option<String>,
+    /// The consumer group rehearsed (never written).
+    #[arg(long)]
+    group: String,
+    /// With group sync on: how long to wait for the group's target offsets to reach strait's
+    /// translations.
+    #[arg(long, default_value_t = strait_control::commands::drill::DEFAULT_WAIT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    wait_seconds: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `strait verify`'s arguments.
@@ -290,6 +319,10 @@ fn main() -> ExitCode {
         }
         Command::Ctl(args) => ctl(args),
         Command::Verify(args) => verify(&args).unwrap_or_else(|e| {
+            eprintln!("strait: {e:#}");
+            ExitCode::from(3)
+        }),
+        Command::Drill(args) => drill(&args).unwrap_or_else(|e| {
             eprintln!("strait: {e:#}");
             ExitCode::from(3)
         }),
@@ -773,6 +806,31 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     if live {
         eprint!("\r\x1b[K");
     }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn drill(args: &DrillArgs) -> anyhow::Result<ExitCode> {
+    use strait_control::commands::drill::{DEFAULT_SCAN_RECORDS, DrillOptions, drill_command};
+    let Some(cfg) = load_or_report(&args.config) else {
+        return Ok(ExitCode::from(3));
+    };
+    let opts = DrillOptions {
+        flow: args.flow.clone(),
+        group: args.group.clone(),
+        wait: std::time::Duration::from_secs(args.wait_seconds),
+        scan_records: DEFAULT_SCAN_RECORDS,
+    };
+    let (rt, local) = command_runtime()?;
+    let report = local.block_on(&rt, drill_command(&cfg, &opts))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -30,10 +30,10 @@ use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DescribeAclsRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListGroupsRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
+    BrokerId, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
+    DescribeAclsRequest, DescribeConfigsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
+    GroupId, IncrementalAlterConfigsRequest, InitProducerIdRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use strait_dataplane::io::{BrokerConn, ConnSetup};
@@ -1043,6 +1043,38 @@ impl Cluster {
             out.push(d);
         }
         Ok(out)
+    }
+
+    /// Deletes an empty group and its committed offsets (a non-empty group answers
+    /// NON_EMPTY_GROUP; one that does not exist, GROUP_ID_NOT_FOUND).
+    pub async fn delete_group(&self, group: &str) -> Result<()> {
+        self.retrying("DeleteGroups", || async {
+            let conn = self.coordinator_conn(group, "DeleteGroups").await?;
+            let ctx = self.ctx("DeleteGroups").broker(conn.broker()).group(group);
+            let resp = conn
+                .call(&DeleteGroupsRequest::default().with_groups_names(vec![GroupId(sb(group))]))
+                .await
+                .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
+            let code = resp
+                .results
+                .iter()
+                .find(|r| r.group_id.0.as_str() == group)
+                .map(|r| r.error_code)
+                .ok_or_else(|| ClusterError::Invalid {
+                    context: Box::new(ctx.clone()),
+                    message: "the DeleteGroups response does not mention the group".into(),
+                })?;
+            if let Some(e) = ClusterError::kafka(ctx, code, None) {
+                if e.is(ResponseError::NotCoordinator)
+                    || e.is(ResponseError::CoordinatorNotAvailable)
+                {
+                    self.coordinators.borrow_mut().remove(group);
+                }
+                return Err(e);
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// A group's committed offsets (all partitions it has committed).
