@@ -79,6 +79,12 @@ fn flows_stop_resume_and_offsets() {
         assert_eq!(p["state"], "RUNNING", "{p}");
         assert_eq!(p["next_offset"].as_i64(), Some(*end), "{p}");
         assert_eq!(p["records_copied"].as_i64(), Some(*end), "{p}");
+        assert_eq!(p["lag_seconds"].as_f64(), Some(0.0), "caught up: {p}");
+        // The console producer writes plain dense batches: every one is forwarded as it came.
+        assert!(p["bytes_copied"].as_u64() > Some(0), "{p}");
+        let fast = p["fast_batches"].as_i64().unwrap_or(0);
+        assert!((1..=*end).contains(&fast), "{p}");
+        assert_eq!(p["slow_batches"].as_i64(), Some(0), "{p}");
         assert_eq!(p["remote_topic"], remote.as_str());
         assert!(p["since_ms"].as_i64().unwrap() > 1_600_000_000_000, "{p}");
     }
@@ -90,6 +96,12 @@ fn flows_stop_resume_and_offsets() {
         flows["flows"][0]["records_copied"].as_i64(),
         Some(ends.iter().sum())
     );
+    assert_eq!(
+        flows["flows"][0]["bytes_copied"].as_u64(),
+        Some(ps.iter().filter_map(|p| p["bytes_copied"].as_u64()).sum()),
+        "{flows}"
+    );
+    assert_eq!(flows["flows"][0]["lag_seconds"].as_f64(), Some(0.0));
     assert!(
         flows["shards"][0]["produced_bytes"].as_u64() > Some(0),
         "{flows}"

@@ -229,6 +229,31 @@ fn one_instance_then_two_more_share_the_partitions_and_copy_each_record_once() {
     // Copied exactly once: the hand-over flushed the progress before the partitions moved.
     let total: i64 = offsets(tb.target(), &remote).iter().map(|o| o.1).sum();
     assert_eq!(total, 1200, "{}", logs(&all));
+    // While copying, each member's own row in the group table shows its throughput (measured
+    // over 10 s windows, so production runs for longer than one).
+    let mut producer = verifiable_producer(&topic, 3_000, 200);
+    for m in all {
+        let measured = eventually(
+            30,
+            "this member's own throughput above 0 in the group table",
+            || logs(&all),
+            || {
+                let v = m.status()?;
+                let me = v["group"]["member_id"].as_str()?.to_string();
+                let row = v["group"]["members"]
+                    .as_array()?
+                    .iter()
+                    .find(|r| r["member_id"] == me.as_str())?
+                    .clone();
+                (row["throughput_bytes_per_sec"].as_u64()? > 0).then_some(row)
+            },
+        );
+        assert!(
+            measured["throughput_at_ms"].as_i64() > Some(now_ms() - 30_000),
+            "{measured}"
+        );
+    }
+    assert!(producer.wait().expect("producer ends").success());
 
     // The remote topic was created once, by the first member; only one member holds the
     // singleton duties.

@@ -75,6 +75,12 @@ pub struct PartitionStatus {
     pub records_copied: u64,
     /// Batch bytes the target acknowledged since this process started.
     pub bytes_copied: u64,
+    /// Source batches fetched since this process started and forwarded byte for byte (only
+    /// the header rewritten).
+    pub fast_batches: u64,
+    /// Source batches fetched since this process started and rebuilt record by record (why:
+    /// per shard, `slow_batches_by_reason`).
+    pub slow_batches: u64,
     /// Lag in time, ms: 0 without lag; else the age of the oldest record not yet on the target
     /// when it is fetched (now minus its batch timestamp), or, when nothing is fetched yet, the
     /// time since the partition last made progress (acknowledged records, or had no lag).
@@ -181,8 +187,12 @@ pub struct GroupMemberStatus {
     pub member_id: String,
     /// Units assigned (source partitions, plus the singleton duties on one member).
     pub units: u32,
-    /// Bytes per second the member reported when it last joined.
+    /// Bytes per second the target acknowledged for the member over 10 s: this member's own
+    /// figure is measured every 10 s; another member's is what it reported at its last join
+    /// (the group protocol carries nothing between joins: ask that member for its own).
     pub throughput_bytes_per_sec: u64,
+    /// When `throughput_bytes_per_sec` was measured (ms since the epoch).
+    pub throughput_at_ms: i64,
 }
 
 /// The last completed rebalance.

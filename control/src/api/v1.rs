@@ -80,7 +80,7 @@ pub struct StateCounts {
 }
 
 /// A flow in `GET /flows` and `GET /flows/{flow}`.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct FlowView {
     pub name: String,
     pub source: String,
@@ -91,11 +91,14 @@ pub struct FlowView {
     pub partitions: usize,
     pub partition_states: StateCounts,
     pub lag_records: i64,
+    /// The largest lag in time of its partitions, seconds.
+    pub lag_seconds: f64,
     pub records_copied: u64,
+    pub bytes_copied: u64,
 }
 
 /// A partition in `GET /flows/{flow}/partitions`.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PartitionView {
     pub topic: String,
     pub partition: i32,
@@ -109,8 +112,18 @@ pub struct PartitionView {
     /// Every source record below this offset is on the target.
     pub next_offset: i64,
     pub lag_records: i64,
+    /// Lag in time, seconds: 0 without lag; else the age of the oldest record not yet on the
+    /// target (now minus its batch timestamp), or, before it is fetched, the time since the
+    /// partition last made progress.
+    pub lag_seconds: f64,
     /// Records copied since this process started.
     pub records_copied: u64,
+    /// Batch bytes the target acknowledged since this process started.
+    pub bytes_copied: u64,
+    /// Source batches since this process started forwarded byte for byte (fast path) and
+    /// rebuilt record by record (slow path; why is in the shard's `slow_batches_by_reason`).
+    pub fast_batches: u64,
+    pub slow_batches: u64,
     /// The shard that replicates it (its counters are in `GET /flows`).
     pub shard: usize,
 }
@@ -157,7 +170,9 @@ fn flow_view(f: &FlowStatus) -> FlowView {
         partitions: n,
         partition_states: counts,
         lag_records: f.partitions.iter().map(|p| p.lag).sum(),
+        lag_seconds: f.partitions.iter().map(|p| p.lag_ms).max().unwrap_or(0) as f64 / 1000.0,
         records_copied: f.partitions.iter().map(|p| p.records_copied).sum(),
+        bytes_copied: f.partitions.iter().map(|p| p.bytes_copied).sum(),
     }
 }
 
@@ -172,7 +187,11 @@ fn partition_view(p: &PartitionStatus) -> PartitionView {
         source_end_offset: p.end_offset,
         next_offset: p.next_offset,
         lag_records: p.lag,
+        lag_seconds: p.lag_ms as f64 / 1000.0,
         records_copied: p.records_copied,
+        bytes_copied: p.bytes_copied,
+        fast_batches: p.fast_batches,
+        slow_batches: p.slow_batches,
         shard: p.shard,
     }
 }

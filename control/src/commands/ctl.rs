@@ -328,14 +328,27 @@ pub fn render_status(v: &Value) -> String {
                 "state",
                 "partitions",
                 "lag_records",
+                "lag_seconds",
                 "records_copied",
+                "bytes_copied",
             ]
             .iter()
             .map(|k| cell(&f[*k]))
             .collect()
         })
         .collect();
-    let mut out = table(&["FLOW", "STATE", "PARTITIONS", "LAG", "COPIED"], &rows);
+    let mut out = table(
+        &[
+            "FLOW",
+            "STATE",
+            "PARTITIONS",
+            "LAG",
+            "LAG_S",
+            "COPIED",
+            "BYTES",
+        ],
+        &rows,
+    );
     for f in &flows {
         let _ = writeln!(out, "\n{}:", cell(&f["name"]));
         let rows: Vec<Vec<String>> = f["partition_list"]
@@ -351,7 +364,11 @@ pub fn render_status(v: &Value) -> String {
                     "next_offset",
                     "source_end_offset",
                     "lag_records",
+                    "lag_seconds",
                     "records_copied",
+                    "bytes_copied",
+                    "fast_batches",
+                    "slow_batches",
                     "error",
                 ]
                 .iter()
@@ -367,7 +384,11 @@ pub fn render_status(v: &Value) -> String {
                 "NEXT",
                 "END",
                 "LAG",
+                "LAG_S",
                 "COPIED",
+                "BYTES",
+                "FAST",
+                "SLOW",
                 "ERROR",
             ],
             &rows,

@@ -289,7 +289,9 @@ fn recreated(
 mod tests {
     use std::sync::Arc;
 
-    use strait_dataplane::shard::{Assignment, ClusterEndpoint, FetchSettings, ProduceSettings};
+    use strait_dataplane::shard::{
+        Assignment, ClusterEndpoint, FetchSettings, PathCounts, ProduceSettings,
+    };
 
     use super::*;
 
@@ -407,6 +409,7 @@ mod tests {
             paused: false,
             stall: None,
             bytes_copied: 0,
+            paths: PathCounts::default(),
             oldest_unacked_timestamp_ms: -1,
             seek_generation: generation,
         };

@@ -604,6 +604,13 @@ impl GroupLink {
             let secs = elapsed.as_secs_f64().max(0.001);
             s.throughput = (bytes.saturating_sub(self.window.0) as f64 / secs) as u64;
             self.window = (bytes, now);
+            // The group table shows this member's own figure live; the others' are what they
+            // reported at their last join (the protocol carries nothing between joins).
+            let (me, throughput, at_ms) = (s.status.member_id.clone(), s.throughput, now_ms());
+            for m in s.status.members.iter_mut().filter(|m| m.member_id == me) {
+                m.throughput_bytes_per_sec = throughput;
+                m.throughput_at_ms = at_ms;
+            }
         }
     }
 
@@ -858,6 +865,7 @@ fn on_events(shared: &SharedCell, events: Vec<Event>, joining: &mut Option<(Inst
                 let (started, cause) = joining
                     .take()
                     .unwrap_or_else(|| (Instant::now(), "rebalance".into()));
+                let joined_ms = now_ms();
                 let st = &mut s.status;
                 st.generation = generation;
                 st.leader = leader;
@@ -869,6 +877,7 @@ fn on_events(shared: &SharedCell, events: Vec<Event>, joining: &mut Option<(Inst
                         member_id: m.member_id.clone(),
                         units: m.units,
                         throughput_bytes_per_sec: m.throughput,
+                        throughput_at_ms: joined_ms,
                     })
                     .collect();
                 st.rebalances += 1;

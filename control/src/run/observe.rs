@@ -9,19 +9,49 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use strait_dataplane::shard::timing::add_timings;
-use strait_dataplane::shard::{FlowId, PartitionKey, PartitionProgress, ShardStats};
+use strait_dataplane::shard::{FlowId, PartitionKey, PartitionProgress, PathCounts, ShardStats};
 
 use super::{FlowRuntime, RunOptions};
 use crate::api::{FlowStatus, ObservabilitySettings, PartitionStatus, StallStatus, Status};
+
+/// What a shard counts for one partition from the moment it gets it (a stint).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Copied {
+    bytes: u64,
+    paths: PathCounts,
+}
+
+impl Copied {
+    fn of(p: &PartitionProgress) -> Self {
+        Copied {
+            bytes: p.bytes_copied,
+            paths: p.paths,
+        }
+    }
+
+    fn plus(self, other: Copied) -> Copied {
+        Copied {
+            bytes: self.bytes + other.bytes,
+            paths: self.paths.plus(other.paths),
+        }
+    }
+
+    /// Whether `self` cannot follow `earlier` in one stint (a counter went back).
+    fn restarted_since(self, earlier: Copied) -> bool {
+        self.bytes < earlier.bytes
+            || self.paths.fast_batches < earlier.paths.fast_batches
+            || self.paths.slow_batches < earlier.paths.slow_batches
+    }
+}
 
 /// One partition, as its reports showed it.
 #[derive(Debug, Clone, Default)]
 struct Observed {
     shard: usize,
-    /// Bytes acknowledged in earlier stints (on other shards, or before a reassignment).
-    bytes_before: u64,
-    /// Bytes acknowledged in the current stint (the shard's counter).
-    bytes_now: u64,
+    /// Counted in earlier stints (on other shards, or before a reassignment).
+    before: Copied,
+    /// Counted in the current stint (the shard's counters).
+    now: Copied,
     oldest_unacked_ms: i64,
     stall: Option<StallStatus>,
     last_next: i64,
@@ -50,13 +80,14 @@ impl FlowObservations {
             progress_ms: wall_ms,
             ..Observed::default()
         });
-        if o.shard != shard || p.bytes_copied < o.bytes_now {
-            // A new stint: the shard's counter started again.
-            o.bytes_before += o.bytes_now;
-            o.bytes_now = 0;
+        let copied = Copied::of(p);
+        if o.shard != shard || copied.restarted_since(o.now) {
+            // A new stint: the shard's counters started again.
+            o.before = o.before.plus(o.now);
+            o.now = Copied::default();
             o.shard = shard;
         }
-        o.bytes_now = p.bytes_copied;
+        o.now = copied;
         o.oldest_unacked_ms = p.oldest_unacked_timestamp_ms;
         o.stall = p.stall.as_ref().map(|s| StallStatus {
             reason: s.reason.name().to_string(),
@@ -79,7 +110,10 @@ impl FlowObservations {
         let Some(o) = self.parts.get(&key) else {
             return;
         };
-        p.bytes_copied = o.bytes_before + o.bytes_now;
+        let copied = o.before.plus(o.now);
+        p.bytes_copied = copied.bytes;
+        p.fast_batches = copied.paths.fast_batches;
+        p.slow_batches = copied.paths.slow_batches;
         let moving = p.state == "replicating";
         p.stall = o.stall.clone().filter(|_| moving);
         p.lag_ms = match (p.lag, o.oldest_unacked_ms) {
@@ -151,6 +185,10 @@ mod tests {
             paused: false,
             stall: None,
             bytes_copied: bytes,
+            paths: PathCounts {
+                fast_batches: bytes / 10,
+                slow_batches: 0,
+            },
             oldest_unacked_timestamp_ms: oldest,
             seek_generation: 0,
         }
@@ -177,6 +215,11 @@ mod tests {
         let mut p = view(5);
         o.fill(0, &mut p, 12_000);
         assert_eq!(p.bytes_copied, 190);
+        assert_eq!(
+            (p.fast_batches, p.slow_batches),
+            (15 + 4, 0),
+            "batches add up too"
+        );
         // Nothing fetched and unacknowledged: time since the last progress (at 11 000).
         assert_eq!(p.lag_ms, 1_000);
         assert_eq!(p.stuck_since_ms, Some(11_000));

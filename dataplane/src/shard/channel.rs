@@ -340,11 +340,32 @@ pub struct PartitionProgress {
     pub stall: Option<Stall>,
     /// Batch bytes the target acknowledged for this partition since this shard got it.
     pub bytes_copied: u64,
+    /// Source batches fetched for this partition since this shard got it, by path.
+    pub paths: PathCounts,
     /// Timestamp (ms since the epoch, see [`super::timing::batch_timestamp`]) of the oldest
     /// batch fetched and not yet acknowledged; -1 when none is held (or it has none).
     pub oldest_unacked_timestamp_ms: i64,
     /// The generation of the last [`ShardCommand::Seek`] applied, 0 before any.
     pub seek_generation: u32,
+}
+
+/// Source batches of one partition by the path they took: forwarded byte for byte with only
+/// the header rewritten (fast), or rebuilt record by record (slow; why is counted per shard).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathCounts {
+    pub fast_batches: u64,
+    pub slow_batches: u64,
+}
+
+impl PathCounts {
+    /// Both counts of `self` and `other` together.
+    #[must_use]
+    pub fn plus(self, other: PathCounts) -> PathCounts {
+        PathCounts {
+            fast_batches: self.fast_batches + other.fast_batches,
+            slow_batches: self.slow_batches + other.slow_batches,
+        }
+    }
 }
 
 /// Why a partition is not making progress (see [`Stall`]). The side it names is where the

@@ -24,8 +24,8 @@ pub mod timing;
 
 pub use channel::{
     Acks, Assignment, BackoffSettings, ClusterEndpoint, FailureKind, FetchSettings, FlowId,
-    IsolationLevel, MappingSegment, PartitionKey, PartitionProgress, ProduceSettings, ShardCommand,
-    ShardConfig, ShardEvent, ShardStats, Stall, StallReason,
+    IsolationLevel, MappingSegment, PartitionKey, PartitionProgress, PathCounts, ProduceSettings,
+    ShardCommand, ShardConfig, ShardEvent, ShardStats, Stall, StallReason,
 };
 pub use driver::{ShardHandle, spawn_shard};
 pub use timing::{FlowTimings, LatencyHistogram, WallClock};

@@ -30,7 +30,7 @@ use kafka_protocol::ResponseError;
 use super::backoff::{Backoff, Jitter};
 use super::channel::{
     FailureKind, FetchSettings, IsolationLevel, MappingSegment, PartitionKey, PartitionProgress,
-    ProduceSettings, ShardStats, Stall, StallReason,
+    PathCounts, ProduceSettings, ShardStats, Stall, StallReason,
 };
 use super::timing::{WallClock, batch_timestamp, timings_of};
 use crate::batch::{
@@ -263,6 +263,8 @@ pub struct Partition {
     seek_generation: u32,
     /// Batch bytes acknowledged since the partition came to this shard.
     bytes_acked: u64,
+    /// Source batches fetched since the partition came to this shard, by path.
+    paths: PathCounts,
     /// For record timing; without it nothing is timed.
     wall: Option<WallClock>,
     /// The leaders must be looked up before fetching / producing.
@@ -309,6 +311,7 @@ impl Partition {
             mappings: Vec::new(),
             seek_generation: 0,
             bytes_acked: 0,
+            paths: PathCounts::default(),
             wall: None,
             needs_source_leader: true,
             needs_target_leader: true,
@@ -571,6 +574,7 @@ impl Partition {
                 Path::Skip => self.skip_to(next),
                 Path::Fast => {
                     stats.fast_batches += 1;
+                    self.paths.fast_batches += 1;
                     let runs = SourceRuns::One(OffsetRun {
                         first: batch.base_offset(),
                         len: batch.records_count() as u32,
@@ -626,6 +630,7 @@ impl Partition {
         stats: &mut ShardStats,
     ) -> Result<(), Failure> {
         stats.slow_batches += 1;
+        self.paths.slow_batches += 1;
         stats.slow_reasons.count(reason);
         stats.slow_bytes += batch.source_size() as u64;
         let opts = RebuildOptions {
@@ -1383,6 +1388,7 @@ impl Partition {
             paused: self.status == Status::Paused,
             stall: self.stall().cloned(),
             bytes_copied: self.bytes_acked,
+            paths: self.paths,
             oldest_unacked_timestamp_ms: self
                 .window
                 .front()
