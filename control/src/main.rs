@@ -806,12 +806,21 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     if live {
         eprint!("\r\x1b[K");
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    print_report(&report, args.json, report.ok())
+}
+
+/// Prints a command's report (JSON or text); exit 0 when `ok`, else 1.
+fn print_report(
+    report: &(impl serde::Serialize + std::fmt::Display),
+    json: bool,
+    ok: bool,
+) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else {
         print!("{report}");
     }
-    Ok(if report.ok() {
+    Ok(if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -831,16 +840,7 @@ fn drill(args: &DrillArgs) -> anyhow::Result<ExitCode> {
     };
     let (rt, local) = command_runtime()?;
     let report = local.block_on(&rt, drill_command(&cfg, &opts))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{report}");
-    }
-    Ok(if report.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    print_report(&report, args.json, report.ok())
 }
 
 /// The configuration of a one-shot command, or `None` after printing its errors (exit 1).

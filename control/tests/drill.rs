@@ -6,12 +6,10 @@
 //! group active on the target, and never writes the group it rehearses.
 #![forbid(unsafe_code)]
 
-use std::time::{Duration, Instant};
-
 use strait_tests::translation::{
-    committed, config, consume, create_topic, group_offsets, group_state, produce, strait_run,
+    ActiveMember, committed, config, consume, create_topic, group_offsets, produce, strait_run,
 };
-use strait_tests::{Testbed, kafka_tool_ok, temp_file, unique};
+use strait_tests::{Testbed, kafka_tool_ok, unique};
 
 /// The `strait` binary under test.
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
@@ -134,42 +132,9 @@ fn drill_passes_for_a_synced_group_reports_a_skip_and_refuses_an_active_group() 
     }
 
     // A member of `busy` consuming on the target: refused, nothing written.
-    let stop = temp_file("").with_extension("stop");
-    let _ = std::fs::remove_file(&stop);
-    let member = {
-        let (target, busy, remote, stop) = (
-            tb.target().to_string(),
-            busy.clone(),
-            remote.clone(),
-            stop.to_string_lossy().into_owned(),
-        );
-        std::thread::spawn(move || {
-            strait_tests::offsets_tool().run(
-                &[
-                    "consume",
-                    &target,
-                    &busy,
-                    &remote,
-                    "-1",
-                    "read_committed",
-                    "latest",
-                    &stop,
-                ],
-                None,
-            )
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !group_state(tb.target(), &busy).contains("Stable") {
-        assert!(
-            Instant::now() < deadline,
-            "{busy} never became stable on the target"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let member = ActiveMember::start(tb.target(), &busy, &remote);
     let (code, _, stderr) = drill(&cfg, &busy, &[]);
-    std::fs::write(&stop, b"").expect("stop file");
-    member.join().expect("member thread");
+    member.finish();
     assert_eq!(code, 3, "{stderr}");
     assert!(
         stderr.contains(&format!("group {busy} is Stable on B")),

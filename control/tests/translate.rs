@@ -8,14 +8,14 @@
 //! The Java side is `tests/java/StraitOffsetsTool.java`.
 #![forbid(unsafe_code)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use strait_tests::translation::{
-    assert_checkpoints_exact, assert_failover, by_partition, committed, config, consume,
-    create_topic, end_offsets, group_offsets, group_state, produce, read_all, remote_translate,
+    ActiveMember, assert_checkpoints_exact, assert_failover, by_partition, committed, config,
+    consume, create_topic, end_offsets, group_offsets, produce, read_all, remote_translate,
     strait_run, strait_translate, wait_for_compaction_gaps,
 };
-use strait_tests::{JavaProgram, Testbed, kafka_tool_ok, temp_file, unique};
+use strait_tests::{JavaProgram, Testbed, kafka_tool_ok, unique};
 
 /// The `strait` binary under test.
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
@@ -309,43 +309,10 @@ fn active_groups_are_left_alone_and_offsets_never_move_backwards() {
     );
 
     // A member of `busy` consumes on the target while strait syncs.
-    let stop = temp_file("").with_extension("stop");
-    let _ = std::fs::remove_file(&stop);
-    let member = {
-        let (target, busy, remote, stop) = (
-            tb.target().to_string(),
-            busy.clone(),
-            remote.clone(),
-            stop.to_string_lossy().into_owned(),
-        );
-        std::thread::spawn(move || {
-            tool().run(
-                &[
-                    "consume",
-                    &target,
-                    &busy,
-                    &remote,
-                    "-1",
-                    "read_committed",
-                    "latest",
-                    &stop,
-                ],
-                None,
-            )
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !group_state(tb.target(), &busy).contains("Stable") {
-        assert!(
-            Instant::now() < deadline,
-            "the target member of {busy} never became stable"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let member = ActiveMember::start(tb.target(), &busy, &remote);
     let cfg = config(&topic, "sync.group.offsets.enabled = true\n");
     let log = strait_run(STRAIT, &cfg);
-    std::fs::write(&stop, b"").expect("stop file");
-    let member_out = member.join().expect("member thread");
+    let member_out = member.finish();
     assert!(member_out.contains("ASSIGNED"), "{member_out}");
 
     assert!(

@@ -67,28 +67,22 @@ fn sum(parts: &[&Value], field: &str) -> u64 {
     parts.iter().map(|p| p[field].as_u64().expect(field)).sum()
 }
 
-/// Lines `key\theaders\tvalue` through Kafka's console producer with `compression`.
-fn console_produce(topic: &str, compression: &str, lines: &str) {
-    kafka_tool_ok(
-        "kafka-console-producer",
-        &[
-            "--bootstrap-server",
-            Testbed::get().source(),
-            "--topic",
-            topic,
-            "--compression-codec",
-            compression,
-            "--property",
-            "parse.key=true",
-            "--property",
-            "parse.headers=true",
-            "--property",
-            "key.separator=\t",
-            "--property",
-            "headers.delimiter=\t",
-        ],
-        Some(lines.as_bytes()),
-    );
+/// Lines `key\theaders\tvalue` into `topic` on `bootstrap` through Kafka's console producer
+/// with `compression` (the producer's default when `None`).
+fn console_produce(bootstrap: &str, topic: &str, compression: Option<&str>, lines: &str) {
+    let mut args = vec!["--bootstrap-server", bootstrap, "--topic", topic];
+    if let Some(codec) = compression {
+        args.extend(["--compression-codec", codec]);
+    }
+    for property in [
+        "parse.key=true",
+        "parse.headers=true",
+        "key.separator=\t",
+        "headers.delimiter=\t",
+    ] {
+        args.extend(["--property", property]);
+    }
+    kafka_tool_ok("kafka-console-producer", &args, Some(lines.as_bytes()));
 }
 
 fn keyed_lines(prefix: &str, n: usize) -> String {
@@ -105,7 +99,12 @@ fn verify_passes_on_every_codec_with_headers_compaction_and_aborts() {
     for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
         let t = format!("{tag}-{codec}");
         create_topic(tb.source(), &t, 2, &[]);
-        console_produce(&t, codec, &keyed_lines(codec, 300));
+        console_produce(
+            Testbed::get().source(),
+            &t,
+            Some(codec),
+            &keyed_lines(codec, 300),
+        );
         plain.push(t);
     }
     let compacted = format!("{tag}-compacted");
@@ -198,7 +197,12 @@ fn verify_names_extra_missing_and_mismatched_records() {
     );
     for t in [&extra, &missing, &changed, &clean] {
         create_topic(tb.source(), t, 1, &[]);
-        console_produce(t, "lz4", &keyed_lines("s", 50));
+        console_produce(
+            Testbed::get().source(),
+            t,
+            Some("lz4"),
+            &keyed_lines("s", 50),
+        );
     }
     let cfg = config(&format!("{tag}-.*"), "");
     strait_run(STRAIT, &cfg);
@@ -268,24 +272,7 @@ fn verify_names_extra_missing_and_mismatched_records() {
             }
         })
         .collect();
-    kafka_tool_ok(
-        "kafka-console-producer",
-        &[
-            "--bootstrap-server",
-            tb.target(),
-            "--topic",
-            &remote,
-            "--property",
-            "parse.key=true",
-            "--property",
-            "parse.headers=true",
-            "--property",
-            "key.separator=\t",
-            "--property",
-            "headers.delimiter=\t",
-        ],
-        Some(lines.as_bytes()),
-    );
+    console_produce(tb.target(), &remote, None, &lines);
 
     let (code, report, stderr) = verify(&cfg, &[]);
     let (text_code, text) = verify_text(&cfg, &[]);

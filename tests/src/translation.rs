@@ -196,6 +196,50 @@ pub fn group_state(bootstrap: &str, group: &str) -> String {
     )
 }
 
+/// A member of `group` consuming `topic` on `bootstrap` with Kafka's consumer until
+/// [`ActiveMember::finish`]: the group is `Stable` there meanwhile.
+pub struct ActiveMember {
+    stop: PathBuf,
+    consumer: std::thread::JoinHandle<String>,
+}
+
+impl ActiveMember {
+    /// Starts the member and waits (at most 60 s) until the group is `Stable`.
+    pub fn start(bootstrap: &str, group: &str, topic: &str) -> ActiveMember {
+        let stop = crate::temp_file("").with_extension("stop");
+        let _ = std::fs::remove_file(&stop);
+        let args: Vec<String> = vec![
+            "consume".into(),
+            bootstrap.into(),
+            group.into(),
+            topic.into(),
+            "-1".into(),
+            "read_committed".into(),
+            "latest".into(),
+            stop.to_string_lossy().into_owned(),
+        ];
+        let consumer = std::thread::spawn(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            tool().run(&args, None)
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !group_state(bootstrap, group).contains("Stable") {
+            assert!(
+                Instant::now() < deadline,
+                "the member of {group} on {bootstrap} never became stable"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        ActiveMember { stop, consumer }
+    }
+
+    /// Stops the member; its consumer's output.
+    pub fn finish(self) -> String {
+        std::fs::write(&self.stop, b"").expect("stop file");
+        self.consumer.join().expect("member thread")
+    }
+}
+
 /// `RemoteClusterUtils.translateOffsets(target, "A", group)`: (offset, metadata) by
 /// (topic, partition).
 pub fn remote_translate(group: &str) -> BTreeMap<(String, i32), (i64, String)> {

@@ -166,14 +166,7 @@ pub async fn read_range(
             }
         }
         if next <= position {
-            return Err(ClusterError::Invalid {
-                context: Box::new(
-                    Context::new(cluster.alias(), "Fetch")
-                        .topic(&tp.topic)
-                        .partition(tp.partition),
-                ),
-                message: format!("no progress reading at offset {position} (end {end})"),
-            });
+            return Err(no_progress(cluster, tp, position, &format!(" (end {end})")));
         }
         position = next;
     }
@@ -196,16 +189,21 @@ pub async fn read_chunk(
 ) -> Result<(Vec<StoredRecord>, i64), ClusterError> {
     let (records, next) = fetch_once(cluster, tp, offset, isolation, max_bytes).await?;
     if next <= offset {
-        return Err(ClusterError::Invalid {
-            context: Box::new(
-                Context::new(cluster.alias(), "Fetch")
-                    .topic(&tp.topic)
-                    .partition(tp.partition),
-            ),
-            message: format!("no progress reading at offset {offset}"),
-        });
+        return Err(no_progress(cluster, tp, offset, ""));
     }
     Ok((records, next))
+}
+
+/// A read of `tp` at `offset` that would not advance (`detail` follows the offset).
+fn no_progress(cluster: &Cluster, tp: &TopicPartition, offset: i64, detail: &str) -> ClusterError {
+    ClusterError::Invalid {
+        context: Box::new(
+            Context::new(cluster.alias(), "Fetch")
+                .topic(&tp.topic)
+                .partition(tp.partition),
+        ),
+        message: format!("no progress reading at offset {offset}{detail}"),
+    }
 }
 
 /// One fetch at `offset`: the records and the next offset to read.
