@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use strait_tests::strait::Strait;
 use strait_tests::translation::{
     Oracle, Row, assert_checkpoints_exact, commit_offsets, config, consume, create_topic,
-    group_offsets, remote_translate, strait_run, strait_translate, wait_for_compaction_gaps,
+    group_offsets, produce_compacted_with_gaps, remote_translate, strait_run, strait_translate,
+    wait_for_compaction_gaps,
 };
 use strait_tests::{Testbed, unique, verifiable_producer};
 
@@ -156,40 +157,9 @@ fn translation_is_exact_inside_compaction_gaps_and_aborted_transactions_after_a_
     let tb = Testbed::get();
     let compacted = unique("hist-compact");
     let txn = unique("hist-txn");
-    create_topic(
-        tb.source(),
-        &compacted,
-        1,
-        &[
-            "cleanup.policy=compact",
-            "segment.ms=100",
-            "min.cleanable.dirty.ratio=0.01",
-            "min.compaction.lag.ms=0",
-            "delete.retention.ms=100",
-        ],
-    );
+    produce_compacted_with_gaps(&compacted);
     create_topic(tb.source(), &txn, 2, &[]);
     let tool = strait_tests::offsets_tool();
-    // Compaction: 40 keys, then every other key again, then more to roll the segment: the
-    // cleaner leaves every other record of the first segment.
-    for (round, (count, keys, stride)) in [(40, 40, 1), (20, 20, 2), (10, 10, 1000)]
-        .into_iter()
-        .enumerate()
-    {
-        tool.run(
-            &[
-                "produce",
-                tb.source(),
-                &compacted,
-                &count.to_string(),
-                &format!("r{round}"),
-                &keys.to_string(),
-                &stride.to_string(),
-            ],
-            None,
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
     tool.run(
         &[
             "produce-tx",

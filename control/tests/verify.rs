@@ -11,7 +11,9 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use strait_tests::translation::{config, create_topic, read_all, strait_run};
+use strait_tests::translation::{
+    config, create_topic, produce_compacted_with_gaps, read_all, strait_run,
+};
 use strait_tests::{Testbed, kafka_tool_ok, temp_file, unique};
 
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
@@ -108,37 +110,8 @@ fn verify_passes_on_every_codec_with_headers_compaction_and_aborts() {
         plain.push(t);
     }
     let compacted = format!("{tag}-compacted");
-    create_topic(
-        tb.source(),
-        &compacted,
-        1,
-        &[
-            "cleanup.policy=compact",
-            "segment.ms=100",
-            "min.cleanable.dirty.ratio=0.01",
-            "min.compaction.lag.ms=0",
-            "delete.retention.ms=100",
-        ],
-    );
+    produce_compacted_with_gaps(&compacted);
     let tool = strait_tests::offsets_tool();
-    for (round, (count, keys, stride)) in [(40, 40, 1), (20, 20, 2), (10, 10, 1000)]
-        .into_iter()
-        .enumerate()
-    {
-        tool.run(
-            &[
-                "produce",
-                tb.source(),
-                &compacted,
-                &count.to_string(),
-                &format!("r{round}"),
-                &keys.to_string(),
-                &stride.to_string(),
-            ],
-            None,
-        );
-        std::thread::sleep(std::time::Duration::from_millis(300));
-    }
     strait_tests::translation::wait_for_compaction_gaps(&compacted);
     let txn = format!("{tag}-txn");
     create_topic(tb.source(), &txn, 2, &[]);

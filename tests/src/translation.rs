@@ -488,6 +488,44 @@ pub fn assert_checkpoints_exact(log: &str) {
     }
 }
 
+/// Creates `topic` on the source, one partition compacted within seconds, and writes it so
+/// that the cleaner leaves gaps: 40 keys, then every other key again, then more to roll the
+/// segment (the cleaner keeps every other record of the first segment). Wait for the gaps
+/// with [`wait_for_compaction_gaps`].
+pub fn produce_compacted_with_gaps(topic: &str) {
+    let source = Testbed::get().source();
+    create_topic(
+        source,
+        topic,
+        1,
+        &[
+            "cleanup.policy=compact",
+            "segment.ms=100",
+            "min.cleanable.dirty.ratio=0.01",
+            "min.compaction.lag.ms=0",
+            "delete.retention.ms=100",
+        ],
+    );
+    for (round, (count, keys, stride)) in [(40, 40, 1), (20, 20, 2), (10, 10, 1000)]
+        .into_iter()
+        .enumerate()
+    {
+        tool().run(
+            &[
+                "produce",
+                source,
+                topic,
+                &count.to_string(),
+                &format!("r{round}"),
+                &keys.to_string(),
+                &stride.to_string(),
+            ],
+            None,
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 /// Waits (at most 90 s) until the log cleaner has left gaps in `topic` on the source and the
 /// log stops changing; returns its records then.
 pub fn wait_for_compaction_gaps(topic: &str) -> Vec<Rec> {
