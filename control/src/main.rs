@@ -688,9 +688,7 @@ fn migrate(path: PathBuf, flow: Option<String>, export: bool) -> anyhow::Result<
     let (rt, local) = command_runtime()?;
     let mut code = ExitCode::SUCCESS;
     for f in flows {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let now = strait_control::time::wall_ms();
         let result = local.block_on(&rt, async {
             if export {
                 migrate::export_mm2(&cfg, f, now).await

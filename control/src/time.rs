@@ -1,5 +1,6 @@
 //! The control loop's notion of "due": a periodic timer that is told the time instead of
 //! reading a clock, so every duty's schedule is testable without waiting.
+//! [`wall_ms`] is the wall-clock read the IO code (control loop, API, commands) shares.
 #![deny(clippy::disallowed_methods)]
 
 use std::time::{Duration, Instant};
@@ -45,6 +46,15 @@ impl Every {
     pub fn interval(&self) -> Duration {
         self.interval
     }
+}
+
+/// The wall clock now, in ms since the epoch (0 if the clock is before it): read only by IO
+/// code (the control loop, the API, one-shot commands), which hands it to sans-IO code.
+#[allow(clippy::disallowed_methods)] // for IO code only; the timers above take the time
+pub fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

@@ -8,12 +8,11 @@
 //! The Java side is `tests/java/StraitOffsetsTool.java`.
 #![forbid(unsafe_code)]
 
-use std::time::Duration;
-
 use strait_tests::translation::{
     ActiveMember, assert_checkpoints_exact, assert_failover, by_partition, committed, config,
-    consume, create_topic, end_offsets, group_offsets, produce, read_all, remote_translate,
-    strait_run, strait_translate, wait_for_compaction_gaps,
+    consume, create_topic, end_offsets, group_offsets, produce, produce_compacted_with_gaps,
+    read_all, remote_translate, reset_group_offsets, strait_run, strait_translate,
+    wait_for_compaction_gaps,
 };
 use strait_tests::{JavaProgram, Testbed, kafka_tool_ok, unique};
 
@@ -230,27 +229,7 @@ fn failover_across_compaction_gaps() {
     let topic = unique("tr-compact");
     let remote = format!("A.{topic}");
     let group = unique("tr-group");
-    create_topic(
-        tb.source(),
-        &topic,
-        1,
-        &[
-            "cleanup.policy=compact",
-            "segment.ms=100",
-            "min.cleanable.dirty.ratio=0.01",
-            "min.compaction.lag.ms=0",
-            "delete.retention.ms=100",
-        ],
-    );
-    // Three segments: 40 keys; then every other one of them again, so that compaction leaves
-    // every other record of the first segment; then a few more to roll the second.
-    for (round, (count, keys, stride)) in [(40, 40, 1), (20, 20, 2), (10, 10, 1000)]
-        .into_iter()
-        .enumerate()
-    {
-        produce(&topic, count, &format!("r{round}"), keys, stride);
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    produce_compacted_with_gaps(&topic);
     let source = wait_for_compaction_gaps(&topic);
     assert!(source.len() < 70, "{source:?}");
     let first = consume(tb.source(), &group, &topic, (source.len() / 2) as i64);
@@ -291,21 +270,11 @@ fn active_groups_are_left_alone_and_offsets_never_move_backwards() {
     // Replicate without group sync, then put the target group at the end of partition 0, where
     // no translation can be ahead of it.
     strait_run(STRAIT, &config(&topic, ""));
-    kafka_tool_ok(
-        "kafka-consumer-groups",
-        &[
-            "--bootstrap-server",
-            tb.target(),
-            "--reset-offsets",
-            "--group",
-            &group,
-            "--topic",
-            &format!("{remote}:0"),
-            "--to-offset",
-            "50",
-            "--execute",
-        ],
-        None,
+    reset_group_offsets(
+        tb.target(),
+        &group,
+        &format!("{remote}:0"),
+        &["--to-offset", "50"],
     );
 
     // A member of `busy` consumes on the target while strait syncs.
@@ -342,21 +311,7 @@ fn active_groups_are_left_alone_and_offsets_never_move_backwards() {
 
     // The source group rewinds: the checkpoint follows (MM2 propagates upstream rewinds), the
     // target group's offsets do not move backwards.
-    kafka_tool_ok(
-        "kafka-consumer-groups",
-        &[
-            "--bootstrap-server",
-            tb.source(),
-            "--reset-offsets",
-            "--group",
-            &group,
-            "--topic",
-            &topic,
-            "--to-earliest",
-            "--execute",
-        ],
-        None,
-    );
+    reset_group_offsets(tb.source(), &group, &topic, &["--to-earliest"]);
     strait_run(STRAIT, &cfg);
     let checkpoints = remote_translate(&group);
     assert_eq!(checkpoints.get(&(remote.clone(), 1)).map(|c| c.0), Some(0));

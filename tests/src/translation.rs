@@ -180,6 +180,24 @@ pub fn group_offsets(bootstrap: &str, group: &str) -> BTreeMap<(String, i32), i6
         .collect()
 }
 
+/// Moves `group`'s committed offsets of `topic` (`topic` or `topic:partition`) on `bootstrap`
+/// with Kafka's `kafka-consumer-groups --reset-offsets`, `to` naming where
+/// (`["--to-offset", "50"]`, `["--to-earliest"]`).
+pub fn reset_group_offsets(bootstrap: &str, group: &str, topic: &str, to: &[&str]) {
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap,
+        "--reset-offsets",
+        "--group",
+        group,
+        "--topic",
+        topic,
+    ];
+    args.extend_from_slice(to);
+    args.push("--execute");
+    kafka_tool_ok("kafka-consumer-groups", &args, None);
+}
+
 /// The group's state on `bootstrap` (`kafka-consumer-groups --describe --state`).
 pub fn group_state(bootstrap: &str, group: &str) -> String {
     kafka_tool_ok(

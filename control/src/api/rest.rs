@@ -188,10 +188,11 @@ async fn health_live(State(s): State<AppState>) -> Response {
 /// `GET /health/ready` and `GET /health`: every partition runs and none is stuck.
 async fn health_ready(State(s): State<AppState>) -> Response {
     let (status, at) = s.published.snapshot();
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    health_answer(&health::ready(&status, at.map(|t| t.elapsed()), now_ms))
+    health_answer(&health::ready(
+        &status,
+        at.map(|t| t.elapsed()),
+        crate::time::wall_ms(),
+    ))
 }
 
 /// `POST /partitions/{flow}/{topic}/{partition}/pause|resume` (before v1): 202 once applied.

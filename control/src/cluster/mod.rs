@@ -140,6 +140,28 @@ pub enum IsolationLevel {
     ReadCommitted,
 }
 
+/// The source consumer's `isolation.level` as configured.
+impl From<crate::config::IsolationLevel> for IsolationLevel {
+    fn from(level: crate::config::IsolationLevel) -> Self {
+        match level {
+            crate::config::IsolationLevel::ReadCommitted => IsolationLevel::ReadCommitted,
+            crate::config::IsolationLevel::ReadUncommitted => IsolationLevel::ReadUncommitted,
+        }
+    }
+}
+
+/// What the shards fetch with, for the control plane's reads of the same ends.
+impl From<strait_dataplane::shard::IsolationLevel> for IsolationLevel {
+    fn from(level: strait_dataplane::shard::IsolationLevel) -> Self {
+        match level {
+            strait_dataplane::shard::IsolationLevel::ReadCommitted => IsolationLevel::ReadCommitted,
+            strait_dataplane::shard::IsolationLevel::ReadUncommitted => {
+                IsolationLevel::ReadUncommitted
+            }
+        }
+    }
+}
+
 impl IsolationLevel {
     pub fn wire(self) -> i8 {
         match self {

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::table;
+
 /// A plain or TLS connection to the API.
 trait ReadWrite: Read + Write {}
 impl<T: Read + Write> ReadWrite for T {}
@@ -281,32 +283,6 @@ fn dechunk(mut body: &str) -> Option<String> {
         out.push_str(rest.get(..size)?);
         body = rest.get(size..)?.strip_prefix("\r\n")?;
     }
-}
-
-/// A table: a header row and rows, columns padded to their widest cell.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            if let Some(w) = widths.get_mut(i) {
-                *w = (*w).max(c.len());
-            }
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: Vec<String>| {
-        let l: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-            .collect();
-        let _ = writeln!(out, "{}", l.join("  ").trim_end());
-    };
-    line(header.iter().map(|h| h.to_string()).collect());
-    for r in rows {
-        line(r.clone());
-    }
-    out
 }
 
 fn cell(v: &Value) -> String {

@@ -21,6 +21,8 @@ use crate::config::Mm2Config;
 use crate::duties::offsets::{OffsetsError, cluster_for};
 use crate::store::progress;
 use crate::store::records::{self, StoredRecord};
+use crate::time::wall_ms;
+use crate::verify::compare::{Field, differing_field};
 
 /// How long the drill waits, by default, for group sync to reach G's committed offsets.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
@@ -154,13 +156,13 @@ impl DrillReport {
     }
 }
 
-/// Whether a failed-over consumer reads `target` as the record `source` (what replication
-/// preserves: key, value, headers and timestamp).
+/// Whether a failed-over consumer reads `target` as the record `source`: verify's comparison,
+/// short of the timestamp type (key, value, headers and timestamp).
 fn same_record(source: &StoredRecord, target: &StoredRecord) -> bool {
-    source.key == target.key
-        && source.value == target.value
-        && source.headers == target.headers
-        && source.timestamp == target.timestamp
+    matches!(
+        differing_field(source, target),
+        None | Some(Field::TimestampType)
+    )
 }
 
 /// The first record at or after `from` and before `end`, as a consumer sees it.
@@ -212,10 +214,7 @@ async fn scan_for(
 
 /// The shadow group's name: tied to G, unique per run.
 fn shadow_name(group: &str) -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    format!("strait-drill.{group}.{ms}")
+    format!("strait-drill.{group}.{}", wall_ms())
 }
 
 /// Whether group sync has written G's target offsets as strait translates them.
@@ -241,12 +240,6 @@ struct Positions {
     /// strait's stored progress: the first source offset not copied.
     copied_to: Option<i64>,
     shadow_start: Option<i64>,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Sides {
@@ -275,7 +268,7 @@ impl Sides {
                 && let Ok(Some(oldest)) =
                     first_record(&self.source, &r.source, copied, end, self.isolation).await
             {
-                row.lag_seconds = Some(((now_ms() - oldest.timestamp).max(0) as f64) / 1000.0);
+                row.lag_seconds = Some(((wall_ms() - oldest.timestamp).max(0) as f64) / 1000.0);
             }
         }
         row.outcome = match (at.source_end, at.target_end, at.shadow_start) {
@@ -505,10 +498,7 @@ pub async fn drill_command(
     let sides = Sides {
         source: cluster_for(&name, "source consumer", &c.source_consumer.client)?,
         target: cluster_for(&name, "target admin", &c.target_admin.client)?,
-        isolation: match c.source_consumer.isolation_level.value {
-            crate::config::IsolationLevel::ReadCommitted => IsolationLevel::ReadCommitted,
-            crate::config::IsolationLevel::ReadUncommitted => IsolationLevel::ReadUncommitted,
-        },
+        isolation: c.source_consumer.isolation_level.value.into(),
         scan: opts.scan_records,
     };
     let target_consumer = cluster_for(&name, "target consumer", &c.target_consumer.client)?;
@@ -582,8 +572,8 @@ pub async fn drill_command(
 }
 
 impl DrillReport {
-    /// The table: a header and a line per partition.
-    fn table(&self) -> Vec<Vec<String>> {
+    /// The table: a line per partition.
+    fn table(&self) -> String {
         let dash = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
         let header = [
             "TOPIC",
@@ -599,9 +589,9 @@ impl DrillReport {
             "LAG-S",
             "RESULT",
         ];
-        let mut lines: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+        let mut rows: Vec<Vec<String>> = Vec::new();
         for r in &self.partitions {
-            lines.push(vec![
+            rows.push(vec![
                 r.topic.clone(),
                 r.partition.to_string(),
                 r.source_offset.to_string(),
@@ -616,7 +606,7 @@ impl DrillReport {
                 r.outcome.to_string(),
             ]);
         }
-        lines
+        super::table(&header, &rows)
     }
 
     /// Records skipped and re-read, over every partition.
@@ -652,21 +642,7 @@ impl fmt::Display for DrillReport {
                 "group sync: off, the shadow group starts at strait's translations"
             )?,
         }
-        let lines = self.table();
-        let mut widths = vec![0usize; lines[0].len()];
-        for l in &lines {
-            for (w, c) in widths.iter_mut().zip(l) {
-                *w = (*w).max(c.len());
-            }
-        }
-        for l in &lines {
-            let cells: Vec<String> = l
-                .iter()
-                .zip(&widths)
-                .map(|(c, w)| format!("{c:<w$}"))
-                .collect();
-            writeln!(f, "{}", cells.join("  ").trim_end())?;
-        }
+        f.write_str(&self.table())?;
         let steps: Vec<String> = self
             .steps
             .iter()

@@ -15,3 +15,31 @@ pub mod migrate;
 pub mod preflight;
 pub mod translate;
 pub mod verify;
+
+use std::fmt::Write as _;
+
+/// A table: a header row and rows, columns padded to their widest cell.
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(c.len());
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<String>| {
+        let l: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
+        let _ = writeln!(out, "{}", l.join("  ").trim_end());
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    for r in rows {
+        line(r.clone());
+    }
+    out
+}

@@ -158,9 +158,9 @@ impl fmt::Display for TranslateReport {
             "LAST-CHECKPOINT",
             "TARGET-COMMITTED",
         ];
-        let mut lines: Vec<[String; 9]> = vec![header.map(String::from)];
+        let mut rows: Vec<Vec<String>> = Vec::new();
         for r in &self.rows {
-            lines.push([
+            rows.push(vec![
                 r.source.topic.clone(),
                 r.source.partition.to_string(),
                 r.committed.to_string(),
@@ -172,20 +172,7 @@ impl fmt::Display for TranslateReport {
                 dash(r.target_committed),
             ]);
         }
-        let mut widths = [0usize; 9];
-        for l in &lines {
-            for (w, c) in widths.iter_mut().zip(l) {
-                *w = (*w).max(c.len());
-            }
-        }
-        for l in &lines {
-            let cells: Vec<String> = l
-                .iter()
-                .zip(widths)
-                .map(|(c, w)| format!("{c:<w$}"))
-                .collect();
-            writeln!(f, "{}", cells.join("  ").trim_end())?;
-        }
+        f.write_str(&super::table(&header, &rows))?;
         if self.rows.is_empty() {
             writeln!(f, "the group has no committed offset on a replicated topic")?;
         }

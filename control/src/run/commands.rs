@@ -420,10 +420,7 @@ async fn source_offsets(
     } else {
         OffsetSpec::Latest
     };
-    let isolation = match f.plan.fetch.isolation_level {
-        strait_dataplane::shard::IsolationLevel::ReadCommitted => IsolationLevel::ReadCommitted,
-        strait_dataplane::shard::IsolationLevel::ReadUncommitted => IsolationLevel::ReadUncommitted,
-    };
+    let isolation: IsolationLevel = f.plan.fetch.isolation_level.into();
     let mut out = BTreeMap::new();
     for (tp, r) in f.source.list_offsets(partitions, spec, isolation).await {
         let o = r.map_err(|e| CommandError::Unavailable {

@@ -203,9 +203,7 @@ impl FlowRuntime {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    crate::time::wall_ms()
 }
 
 /// Runs the flows until `--until-caught-up` is satisfied or `stop` resolves. Must run on the

@@ -166,7 +166,7 @@ pub async fn read_range(
             }
         }
         if next <= position {
-            return Err(no_progress(cluster, tp, position, &format!(" (end {end})")));
+            return Err(no_progress(cluster, tp, position, Some(end)));
         }
         position = next;
     }
@@ -189,20 +189,26 @@ pub async fn read_chunk(
 ) -> Result<(Vec<StoredRecord>, i64), ClusterError> {
     let (records, next) = fetch_once(cluster, tp, offset, isolation, max_bytes).await?;
     if next <= offset {
-        return Err(no_progress(cluster, tp, offset, ""));
+        return Err(no_progress(cluster, tp, offset, None));
     }
     Ok((records, next))
 }
 
-/// A read of `tp` at `offset` that would not advance (`detail` follows the offset).
-fn no_progress(cluster: &Cluster, tp: &TopicPartition, offset: i64, detail: &str) -> ClusterError {
+/// A read of `tp` at `offset` (towards `end`, when bounded) that would not advance.
+fn no_progress(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    offset: i64,
+    end: Option<i64>,
+) -> ClusterError {
+    let end = end.map(|e| format!(" (end {e})")).unwrap_or_default();
     ClusterError::Invalid {
         context: Box::new(
             Context::new(cluster.alias(), "Fetch")
                 .topic(&tp.topic)
                 .partition(tp.partition),
         ),
-        message: format!("no progress reading at offset {offset}{detail}"),
+        message: format!("no progress reading at offset {offset}{end}"),
     }
 }
 

@@ -142,12 +142,7 @@ impl FlowIo<'_> {
     }
 
     fn isolation(&self) -> IsolationLevel {
-        match self.plan.fetch.isolation_level {
-            strait_dataplane::shard::IsolationLevel::ReadCommitted => IsolationLevel::ReadCommitted,
-            strait_dataplane::shard::IsolationLevel::ReadUncommitted => {
-                IsolationLevel::ReadUncommitted
-            }
-        }
+        self.plan.fetch.isolation_level.into()
     }
 }
 
