@@ -1944,7 +1944,18 @@ impl Scenario {
         let stop = self.strait.terminate(SHUTDOWN_KILL_AFTER);
         eprintln!("[faults] {}: final SIGTERM: {stop}", self.config.name);
         self.notes.push(format!("final stop: {stop}"));
-        self.verdict(shutdown_verdict(&stop, 0, SHUTDOWN_BOUND));
+        let shutdown = shutdown_verdict(&stop, 0, SHUTDOWN_BOUND);
+        if shutdown.is_err() {
+            // Why it ended so is in its last lines.
+            let logs = self.strait.all_logs();
+            let tail: Vec<&str> = logs.lines().rev().take(40).collect();
+            eprintln!(
+                "[faults] {}: strait's last log lines:\n{}",
+                self.config.name,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        self.verdict(shutdown);
         let recovery = recovery_verdict(self.recovery.as_ref(), RECOVERY_BOUND);
         self.verdict(recovery);
         // strait says when a restart resumes at the stored offset although the target may hold

@@ -118,6 +118,11 @@ pub enum ClusterError {
     /// A partition has no leader right now.
     #[error("{context}: no leader")]
     NoLeader { context: Box<Context> },
+    /// Cached metadata names a broker (a leader, a coordinator) that the cluster's current
+    /// metadata no longer lists: it stopped or left. Retriable: the next attempt refreshes the
+    /// metadata and finds who took over.
+    #[error("{context}: broker {node} is not in metadata (it stopped or left the cluster)")]
+    BrokerGone { context: Box<Context>, node: i32 },
     /// A retriable error persisted through every attempt.
     #[error("{context}: gave up after {attempts} attempts: {last}")]
     RetriesExhausted {
@@ -158,7 +163,9 @@ impl ClusterError {
         match self {
             ClusterError::Wire { source, .. } => source.is_retriable(),
             ClusterError::Kafka { error, .. } => error.is_retriable() || is_routing_error(*error),
-            ClusterError::Unreachable { .. } | ClusterError::NoLeader { .. } => true,
+            ClusterError::Unreachable { .. }
+            | ClusterError::NoLeader { .. }
+            | ClusterError::BrokerGone { .. } => true,
             ClusterError::UnknownTopicOrPartition { .. } => true,
             ClusterError::RetriesExhausted { .. } | ClusterError::Invalid { .. } => false,
         }
@@ -183,6 +190,7 @@ impl ClusterError {
             | ClusterError::Kafka { context, .. }
             | ClusterError::UnknownTopicOrPartition { context }
             | ClusterError::NoLeader { context }
+            | ClusterError::BrokerGone { context, .. }
             | ClusterError::RetriesExhausted { context, .. }
             | ClusterError::Invalid { context, .. } => Some(context),
             ClusterError::Unreachable { .. } => None,
@@ -254,6 +262,21 @@ mod tests {
         }
         assert!(e.is_retriable());
         assert!(ClusterError::kafka(Context::new("c", "x"), 0, None).is_none());
+    }
+
+    #[test]
+    fn a_broker_gone_from_metadata_is_retried() {
+        // A leader or coordinator that stopped: the next attempt refreshes metadata and finds
+        // its successor (final, a SIGTERM during a broker outage lost the last progress flush).
+        let e = ClusterError::BrokerGone {
+            context: Box::new(Context::new("T", "Produce").topic("p").partition(0)),
+            node: 2,
+        };
+        assert!(e.is_retriable());
+        assert_eq!(
+            e.to_string(),
+            "Produce on cluster T for p-0: broker 2 is not in metadata (it stopped or left the cluster)"
+        );
     }
 
     #[test]

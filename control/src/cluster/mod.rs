@@ -427,9 +427,9 @@ impl Cluster {
                     .brokers
                     .get(&node)
                     .cloned()
-                    .ok_or_else(|| ClusterError::Invalid {
+                    .ok_or_else(|| ClusterError::BrokerGone {
                         context: Box::new(self.ctx(api)),
-                        message: format!("broker {node} is not in metadata"),
+                        node,
                     })?
             }
         };
