@@ -26,12 +26,21 @@ fn values(addr: &str, topic: &str, p: i32) -> Vec<String> {
 
 /// The partitions of flow A->B, by partition number, once `pred` holds for all of them.
 fn partitions_when(addr: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
-    eventually(60, what, || {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
         let (code, v) = call(addr, "GET", "/flows/A-%3EB/partitions", None, "");
-        let mut ps = v["partitions"].as_array()?.clone();
+        let mut ps = v["partitions"].as_array().cloned().unwrap_or_default();
         ps.sort_by_key(|p| p["partition"].as_i64());
-        (code == 200 && !ps.is_empty() && ps.iter().all(&pred)).then_some(ps)
-    })
+        if code == 200 && !ps.is_empty() && ps.iter().all(&pred) {
+            return ps;
+        }
+        // The last answer says which partition is not there yet, and why.
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}; last answer {code}: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 fn patch(

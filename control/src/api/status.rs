@@ -23,6 +23,11 @@ pub enum ApiState {
     Stopped,
     /// Stopped by an error (in `error`).
     Failed,
+    /// Held by no shard of this member, which is out of its group (its session lapsed or it
+    /// was fenced: the target or the group's coordinator does not answer); why is in
+    /// `not_assigned_reason`. Listed with its last known position and the source end, so
+    /// that the lag shows during the outage.
+    NotAssigned,
 }
 
 impl ApiState {
@@ -32,6 +37,7 @@ impl ApiState {
             ApiState::Paused => "PAUSED",
             ApiState::Stopped => "STOPPED",
             ApiState::Failed => "FAILED",
+            ApiState::NotAssigned => "NOT_ASSIGNED",
         }
     }
 }
@@ -62,11 +68,13 @@ pub struct PartitionStatus {
     pub end_offset: i64,
     /// `end_offset - next_offset`, 0 when unknown.
     pub lag: i64,
-    /// `replicating`, `paused` or `failed`.
+    /// `replicating`, `paused`, `failed` or `not_assigned`.
     pub state: String,
     pub error: Option<String>,
+    /// Why no shard of this member holds it (`not_assigned` only).
+    pub not_assigned_reason: Option<String>,
     pub shard: usize,
-    /// The v1 state (`RUNNING`, `PAUSED`, `STOPPED`, `FAILED`).
+    /// The v1 state (`RUNNING`, `PAUSED`, `STOPPED`, `FAILED`, `NOT_ASSIGNED`).
     pub api_state: ApiState,
     /// Since when (ms since the epoch) the partition is in `api_state`.
     pub since_ms: i64,

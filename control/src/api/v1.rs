@@ -77,6 +77,7 @@ pub struct StateCounts {
     pub paused: usize,
     pub stopped: usize,
     pub failed: usize,
+    pub not_assigned: usize,
 }
 
 /// A flow in `GET /flows` and `GET /flows/{flow}`.
@@ -85,7 +86,8 @@ pub struct FlowView {
     pub name: String,
     pub source: String,
     pub target: String,
-    /// `FAILED` when a partition failed; else `STOPPED` when every partition is stopped,
+    /// `FAILED` when a partition failed; else `NOT_ASSIGNED` when no partition is assigned
+    /// to this member (out of its group), `STOPPED` when every partition is stopped,
     /// `PAUSED` when every partition is paused or stopped, `RUNNING` otherwise.
     pub state: ApiState,
     pub partitions: usize,
@@ -105,6 +107,8 @@ pub struct PartitionView {
     pub remote_topic: String,
     pub state: ApiState,
     pub error: Option<String>,
+    /// Why this member holds it not (`NOT_ASSIGNED` only).
+    pub not_assigned_reason: Option<String>,
     /// Since when (ms since the epoch) the partition is in `state`.
     pub since_ms: i64,
     /// The source's end at the last fetch; -1 before the first.
@@ -150,11 +154,14 @@ fn flow_view(f: &FlowStatus) -> FlowView {
             ApiState::Paused => counts.paused += 1,
             ApiState::Stopped => counts.stopped += 1,
             ApiState::Failed => counts.failed += 1,
+            ApiState::NotAssigned => counts.not_assigned += 1,
         }
     }
     let n = f.partitions.len();
     let state = if counts.failed > 0 {
         ApiState::Failed
+    } else if n > 0 && counts.not_assigned == n {
+        ApiState::NotAssigned
     } else if n > 0 && counts.stopped == n {
         ApiState::Stopped
     } else if n > 0 && counts.stopped + counts.paused == n {
@@ -183,6 +190,7 @@ fn partition_view(p: &PartitionStatus) -> PartitionView {
         remote_topic: p.remote_topic.clone(),
         state: p.api_state,
         error: p.error.clone(),
+        not_assigned_reason: p.not_assigned_reason.clone(),
         since_ms: p.since_ms,
         source_end_offset: p.end_offset,
         next_offset: p.next_offset,

@@ -327,31 +327,7 @@ pub fn render_status(v: &Value) -> String {
     );
     for f in &flows {
         let _ = writeln!(out, "\n{}:", cell(&f["name"]));
-        let rows: Vec<Vec<String>> = f["partition_list"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|p| {
-                [
-                    "topic",
-                    "partition",
-                    "state",
-                    "next_offset",
-                    "source_end_offset",
-                    "lag_records",
-                    "lag_seconds",
-                    "records_copied",
-                    "bytes_copied",
-                    "fast_batches",
-                    "slow_batches",
-                    "error",
-                ]
-                .iter()
-                .map(|k| cell(&p[*k]))
-                .collect()
-            })
-            .collect();
+        let rows = partition_rows(f);
         out.push_str(&table(
             &[
                 "TOPIC",
@@ -365,13 +341,48 @@ pub fn render_status(v: &Value) -> String {
                 "BYTES",
                 "FAST",
                 "SLOW",
-                "ERROR",
+                "WHY",
             ],
             &rows,
         ));
     }
     render_group(&mut out, &v["group"]);
     out
+}
+
+/// One row per partition of a flow in `status`: an error, or why the partition is not assigned
+/// to this member, in the last column.
+fn partition_rows(f: &Value) -> Vec<Vec<String>> {
+    f["partition_list"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            [
+                "topic",
+                "partition",
+                "state",
+                "next_offset",
+                "source_end_offset",
+                "lag_records",
+                "lag_seconds",
+                "records_copied",
+                "bytes_copied",
+                "fast_batches",
+                "slow_batches",
+            ]
+            .iter()
+            .map(|k| cell(&p[*k]))
+            // An error, or why a partition is not assigned to this member.
+            .chain([cell(if p["error"].is_null() {
+                &p["not_assigned_reason"]
+            } else {
+                &p["error"]
+            })])
+            .collect()
+        })
+        .collect()
 }
 
 /// The group section of `status`: this member, the leader, every member's units and
@@ -518,6 +529,30 @@ mod tests {
         }
         // No group: no section.
         assert!(!render_status(&serde_json::json!({"flows": []})).contains("group"));
+    }
+
+    #[test]
+    fn a_partition_not_assigned_says_why_where_an_error_would_be() {
+        let v = serde_json::json!({
+            "flows": [{"name": "A->B", "state": "NOT_ASSIGNED", "partition_list": [
+                {"topic": "t", "partition": 0, "state": "NOT_ASSIGNED", "next_offset": 5,
+                 "source_end_offset": 9, "lag_records": 4, "error": null,
+                 "not_assigned_reason": "this member is out of group g"},
+                {"topic": "t", "partition": 1, "state": "FAILED", "error": "refused",
+                 "not_assigned_reason": null}
+            ]}]
+        });
+        let out = render_status(&v);
+        let row = |p: &str| {
+            out.lines()
+                .find(|l| l.split_whitespace().take(2).eq(["t", p]))
+                .unwrap_or_else(|| panic!("no row for t-{p} in\n{out}"))
+                .to_string()
+        };
+        assert!(row("0").contains("NOT_ASSIGNED"), "{out}");
+        assert!(row("0").ends_with("this member is out of group g"), "{out}");
+        assert!(row("1").ends_with("refused"), "{out}");
+        assert!(out.contains("WHY"), "{out}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::assign::Partitions;
 use super::commands::{Ctx, Hold, Holds, handle};
 use super::outbox::{Backlog, Shards};
 use super::status::status;
+use super::unheld::{NOT_ASSIGNED, Unheld};
 use super::{FlowRuntime, RunOptions, now_ms};
 use crate::api::{ApiCommand, ApiState, Published, Request};
 use crate::model::counters::HeartbeatCounters;
@@ -32,6 +33,8 @@ pub(super) struct ApiLink {
     pub(super) reloads: Vec<ApiCommand>,
     /// Shards with commands waiting for them, set by the control loop every turn.
     pub(super) shard_backlogs: Vec<Backlog>,
+    /// The partitions of a member out of its group, listed as not assigned.
+    pub(super) unheld: Unheld,
 }
 
 /// How often the API's snapshot is refreshed.
@@ -53,6 +56,7 @@ impl ApiLink {
             group: None,
             reloads: Vec::new(),
             shard_backlogs: Vec::new(),
+            unheld: Unheld::default(),
         }
     }
 
@@ -106,7 +110,7 @@ impl ApiLink {
             return;
         }
         self.last_publish = Some(now);
-        let mut snapshot = status(flows, parts, stats, opts);
+        let mut snapshot = status(flows, parts, &self.unheld, stats, opts);
         snapshot.group.clone_from(&self.group);
         let now_ms = now_ms();
         snapshot.heartbeats = self.heartbeats.clone();
@@ -129,25 +133,29 @@ impl ApiLink {
                 Some(now_ms.saturating_sub(i64::try_from(idle_ms).unwrap_or(i64::MAX)));
         }
         snapshot.shards.sort_by_key(|s| s.shard);
-        self.since.retain(|k, _| parts.contains_key(k));
+        let mut listed = std::collections::HashSet::new();
         for (fid, f) in snapshot.flows.iter_mut().enumerate() {
             for p in &mut f.partitions {
                 let key = PartitionKey::new(fid as _, &p.topic, p.partition);
                 let state = match (self.holds.get(&key), p.error.is_some()) {
+                    // Nothing of it runs here, whatever an operator asked of it.
+                    _ if p.state == NOT_ASSIGNED => ApiState::NotAssigned,
                     (Some(Hold::Stopped), _) => ApiState::Stopped,
                     (_, true) => ApiState::Failed,
                     (Some(Hold::Paused), _) => ApiState::Paused,
                     (None, _) if p.state == "paused" => ApiState::Paused,
                     (None, _) => ApiState::Running,
                 };
-                let entry = self.since.entry(key).or_insert((state, now_ms));
+                let entry = self.since.entry(key.clone()).or_insert((state, now_ms));
                 if entry.0 != state {
                     *entry = (state, now_ms);
                 }
                 p.api_state = state;
                 p.since_ms = entry.1;
+                listed.insert(key);
             }
         }
+        self.since.retain(|k, _| listed.contains(k));
         // A flow a reload removed is no longer shown.
         let mut fid = 0;
         snapshot.flows.retain(|_| {

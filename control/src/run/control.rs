@@ -129,7 +129,9 @@ pub(super) async fn control_loop(
         if let Some(g) = group.as_deref_mut() {
             let restart = g.tick(flows, parts, shards, &stats, Instant::now()).await?;
             changes = restart_discovery(flows, &restart, opts).await;
-            api.group = Some(g.status());
+            let status = g.status();
+            api.unheld.note_group(g.lost(), &status);
+            api.group = Some(status);
         }
         let mut cx = Loop {
             flows,
@@ -243,6 +245,11 @@ async fn run_duties(
     gate: GroupGate,
 ) -> Vec<TopicChange> {
     flush_if_due(flows, opts, last_flush, gate.may_write).await;
+    let _ = with_deadline(
+        "source ends of unassigned partitions",
+        api.unheld.read_ends_if_due(flows, parts, Instant::now()),
+    )
+    .await;
     api.apply_commands(flows, parts, shards).await;
     api.publish_if_due(flows, parts, stats, opts);
     let now = Instant::now();

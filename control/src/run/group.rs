@@ -245,6 +245,12 @@ impl GroupLink {
         }
     }
 
+    /// Whether this member lost its place in the group (a lapse or a fencing) and holds
+    /// nothing until it is assigned again.
+    pub(super) fn lost(&self) -> bool {
+        self.lost
+    }
+
     /// Whether this member runs the singleton duties.
     pub(super) fn singleton(&self) -> bool {
         self.target.contains(&Unit::Singleton)

@@ -9,6 +9,7 @@
 //!   `observe`: bytes, lag in time, stalls, timings and duty counters for the API.
 //! - `reload`: configuration reload (API, SIGHUP); `progress`: live progress.
 //! - `stop`: the shards' final reports, the last offset syncs, the final progress.
+//! - `unheld`: what the API lists of the partitions of a member out of its group.
 
 mod api_link;
 mod assign;
@@ -24,6 +25,7 @@ mod reload;
 mod start;
 mod status;
 mod stop;
+mod unheld;
 
 use std::rc::Rc;
 use std::sync::Arc;

@@ -6,13 +6,16 @@ use std::collections::HashMap;
 use strait_dataplane::shard::ShardStats;
 
 use super::assign::Partitions;
+use super::unheld::Unheld;
 use super::{FlowRuntime, RunOptions};
 use crate::api::{ApiState, FlowStatus, PartitionStatus, ShardStatus, Status};
 
-/// The API's view of the run.
+/// The API's view of the run: the partitions the shards hold, and those of a member out of
+/// its group (`unheld`).
 pub(super) fn status(
     flows: &[FlowRuntime],
     parts: &Partitions,
+    unheld: &Unheld,
     stats: &HashMap<usize, ShardStats>,
     opts: &RunOptions,
 ) -> Status {
@@ -55,6 +58,7 @@ pub(super) fn status(
             ..PartitionStatus::default()
         });
     }
+    unheld.list(&mut out, flows, parts);
     let mut shard_status: Vec<ShardStatus> = stats
         .iter()
         .map(|(i, s)| ShardStatus::from_stats(*i, s))
