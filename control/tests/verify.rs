@@ -2,7 +2,9 @@
 //! topics in every codec with keys and headers, a compacted topic after the cleaner ran and a
 //! transactional topic with aborts, and it fails, naming partition, offsets and field, on a
 //! record produced straight into the remote topic (extra), records deleted on the target
-//! (missing) and a remote partition recreated with other data of the same count (mismatch).
+//! (missing) and a remote partition recreated with other data of the same count (mismatch); on
+//! a topic whose oldest source segment retention deleted, it compares from the source's log
+//! start and names the deleted range as not compared.
 //! Test data comes from Kafka's console producer and Kafka's transactional producer; the
 //! record counts verify reports are checked against Kafka's console consumer.
 #![forbid(unsafe_code)]
@@ -306,4 +308,82 @@ fn verify_names_extra_missing_and_mismatched_records() {
     // Narrowed to the clean topic, it passes.
     let (code, _, stderr) = verify(&cfg, &["--topics", &format!("{tag}-clean")]);
     assert_eq!(code, 0, "{stderr}");
+}
+
+/// Polls `f` every 500 ms for at most `secs` seconds.
+fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+/// `kafka-configs --alter` of `topic` on the source.
+fn alter_source_topic(topic: &str, change: &[&str]) {
+    let mut args = vec![
+        "--bootstrap-server",
+        Testbed::get().source(),
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        topic,
+    ];
+    args.extend(change);
+    kafka_tool_ok("kafka-configs", &args, None);
+}
+
+#[test]
+fn verify_compares_from_the_source_log_start_after_retention_deleted_the_oldest_segment() {
+    let tb = Testbed::get();
+    let topic = unique("vfy-retention");
+    // Segments roll after a second, so the first records sit in a segment of their own.
+    create_topic(tb.source(), &topic, 1, &["segment.ms=1000"]);
+    console_produce(tb.source(), &topic, Some("gzip"), &keyed_lines("old", 200));
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    console_produce(tb.source(), &topic, Some("gzip"), &keyed_lines("mid", 200));
+    let cfg = config(&format!("{topic}$"), "");
+    strait_run(STRAIT, &cfg);
+
+    // Retention deletes what is older than a second (the test bed checks every second); once
+    // the first segment is gone, it is lifted and more records come.
+    alter_source_topic(&topic, &["--add-config", "retention.ms=1000"]);
+    let offsets = |addr: &str, t: &str| strait_tests::log::offsets(addr, t)[0];
+    wait_until(60, "retention to delete the first segment", || {
+        offsets(tb.source(), &topic).0 >= 200
+    });
+    alter_source_topic(&topic, &["--delete-config", "retention.ms"]);
+    console_produce(tb.source(), &topic, Some("gzip"), &keyed_lines("new", 200));
+    strait_run(STRAIT, &cfg);
+
+    let (source_start, source_end) = offsets(tb.source(), &topic);
+    let (target_start, target_end) = offsets(tb.target(), &format!("A.{topic}"));
+    assert_eq!(source_end, 600);
+    // The target keeps what retention removed from the source.
+    assert_eq!((target_start, target_end), (0, 600));
+    let (code, report, stderr) = verify(&cfg, &[]);
+    let (_, text) = verify_text(&cfg, &[]);
+    assert_eq!(code, 0, "verify failed:\n{text}\n{stderr}");
+    let p = partitions(&report, &topic)[0];
+    // What the source still holds is compared and matches; what retention deleted is named as
+    // not compared (with its range), neither missing nor extra.
+    assert_eq!(
+        p["matched"].as_u64(),
+        Some((600 - source_start) as u64),
+        "{p:#}"
+    );
+    for field in ["missing", "extra", "mismatched"] {
+        assert_eq!(p[field].as_u64(), Some(0), "{field}: {p:#}");
+    }
+    let gaps = p["not_compared"].as_array().expect("not_compared");
+    assert!(
+        gaps.iter().any(|g| g["from"] == 0
+            && g["to"] == source_start
+            && g["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("deleted from the source"))),
+        "{p:#}"
+    );
+    assert!(text.contains("deleted from the source"), "{text}");
 }
