@@ -1170,6 +1170,27 @@ fn migrate_from_mm2_and_back() {
     // strait continued exactly after MirrorMaker's last record: no duplicate, no gap.
     assert_eq!(b.values(&remote), a.values(&topic));
     assert_eq!(b.count(&remote), 300);
+    // strait verify proves the whole copy: what MirrorMaker copied by its offset syncs (strait
+    // stored no mapping for it), what strait copied by its own.
+    let (status, out, err) = strait(&["verify", "--config", strait_path, "--json"]);
+    assert!(status.success(), "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("verify's JSON");
+    let parts = report["partitions"].as_array().expect("partitions");
+    assert_eq!(parts.len(), 2, "{report:#}");
+    for p in parts {
+        assert_eq!(p["source_range"], serde_json::json!([0, 150]), "{p:#}");
+        assert_eq!(p["matched"], 150, "{p:#}");
+        for f in ["missing", "extra", "mismatched"] {
+            assert_eq!(p[f], 0, "{f}: {p:#}");
+        }
+        assert_eq!(p["not_compared"], serde_json::json!([]), "{p:#}");
+    }
+    assert!(
+        !report["offset_syncs"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("; 0 used")),
+        "{report:#}"
+    );
 
     // Back to MirrorMaker: the exported keys are byte for byte the ones MirrorMaker wrote, on
     // the same partitions, with strait's positions.

@@ -11,12 +11,15 @@ use futures_util::StreamExt as _;
 use serde::Serialize;
 
 use super::translate::select_flow;
+use crate::cluster::ClusterError;
 use crate::cluster::{Cluster, TopicPartition};
-use crate::config::Mm2Config;
+use crate::config::{FlowConfig, Mm2Config};
 use crate::duties::offsets::{OffsetsError, cluster_for};
+use crate::store::offset_syncs::read_all_syncs;
 use crate::store::progress;
 use crate::verify::compare::DifferenceKind;
 use crate::verify::partition::{Mode, PartitionInput, PartitionResult, verify_partition};
+use crate::verify::syncs::with_offset_syncs;
 
 /// Partitions verified at once: each holds at most one fetch (8 MiB) per side.
 pub const DEFAULT_PARALLEL_PARTITIONS: usize = 4;
@@ -55,6 +58,9 @@ pub struct VerifyReport {
     /// `full`, or `sample RATE seed SEED`.
     pub mode: String,
     pub partitions: Vec<PartitionResult>,
+    /// The offset syncs read for what MirrorMaker copied before strait (progress imported
+    /// from MM2), and how many were used.
+    pub offset_syncs: String,
     pub elapsed_ms: u64,
 }
 
@@ -86,24 +92,17 @@ pub async fn verify_command(
         cfg.strait.mapping_max_runs_per_partition.value,
     )
     .await;
-    let selected = |tp: &TopicPartition| {
-        flow.should_replicate_topic(&tp.topic)
-            && opts.topics.as_ref().is_none_or(|re| {
-                re.find(&tp.topic)
-                    .is_some_and(|m| m.start() == 0 && m.end() == tp.topic.len())
-            })
-            && opts
-                .partitions
-                .as_ref()
-                .is_none_or(|ps| ps.contains(&tp.partition))
-    };
-    let chosen: Vec<(TopicPartition, progress::Entry)> =
-        stored.into_iter().filter(|(tp, _)| selected(tp)).collect();
+    let chosen: Vec<(TopicPartition, progress::Entry)> = stored
+        .into_iter()
+        .filter(|(tp, _)| selected(flow, opts, tp))
+        .collect();
     let mut topics: Vec<String> = chosen.iter().map(|(tp, _)| tp.topic.clone()).collect();
     topics.dedup();
     let remote: Vec<String> = topics.iter().map(|t| flow.remote_topic(t)).collect();
     let source_compacted = compacted(&source_admin, &topics).await;
     let target_compacted = compacted(&target_admin, &remote).await;
+    let (mut syncs, syncs_read) = offset_syncs(flow).await;
+    let mut syncs_used = 0;
 
     let inputs: Vec<PartitionInput> = chosen
         .into_iter()
@@ -117,19 +116,19 @@ pub async fn verify_command(
                     .unwrap_or(false),
             );
             let mapping = mappings.remove(&tp);
-            partition_input(tp, target_tp, &entry, mapping.as_ref(), compaction)
+            let syncs = syncs.remove(&tp).unwrap_or_default();
+            let input = partition_input(tp, target_tp, &entry, mapping.as_ref(), compaction);
+            let w = with_offset_syncs(input.runs, &syncs, input.copied_end);
+            syncs_used += w.syncs_used;
+            PartitionInput {
+                runs: w.runs,
+                compare_end: w.compare_end,
+                not_compared: w.not_compared,
+                ..input
+            }
         })
         .collect();
-    let records_estimate: u64 = inputs
-        .iter()
-        .map(|i| {
-            let from = i
-                .history_start
-                .or(i.runs.first().map(|r| r.segment.upstream_start))
-                .unwrap_or(i.copied_end);
-            2 * (i.copied_end - from).max(0) as u64
-        })
-        .sum();
+    let records_estimate = records_estimate(&inputs);
 
     let parallel = opts.parallel_partitions;
     let mut results = verify_all(&source, &target, inputs, opts.mode, parallel, |p| {
@@ -148,8 +147,36 @@ pub async fn verify_command(
             Mode::Sample { rate, seed } => format!("sample {rate} seed {seed}"),
         },
         partitions: results,
+        offset_syncs: format!("{syncs_read}; {syncs_used} used"),
         elapsed_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// Whether the options choose partition `tp` of the flow.
+fn selected(flow: &FlowConfig, opts: &VerifyOptions, tp: &TopicPartition) -> bool {
+    flow.should_replicate_topic(&tp.topic)
+        && opts.topics.as_ref().is_none_or(|re| {
+            re.find(&tp.topic)
+                .is_some_and(|m| m.start() == 0 && m.end() == tp.topic.len())
+        })
+        && opts
+            .partitions
+            .as_ref()
+            .is_none_or(|ps| ps.contains(&tp.partition))
+}
+
+/// At most how many records both sides hold over the ranges to compare.
+fn records_estimate(inputs: &[PartitionInput]) -> u64 {
+    inputs
+        .iter()
+        .map(|i| {
+            let from = i
+                .history_start
+                .or(i.runs.first().map(|r| r.segment.upstream_start))
+                .unwrap_or(i.copied_end);
+            2 * (i.copied_end - from).max(0) as u64
+        })
+        .sum()
 }
 
 /// What is known of one partition before its records are read.
@@ -169,8 +196,50 @@ fn partition_input(
             .unwrap_or_default(),
         history_start: mapping.and_then(|m| m.start()),
         copied_end: acked.map_or(entry.next_offset, |a| a.min(entry.next_offset)),
+        compare_end: None,
+        not_compared: Vec::new(),
         source_compacted,
         target_compacted,
+    }
+}
+
+/// Every offset sync of the flow's offset-syncs topic (MirrorMaker's and strait's), per source
+/// partition, and what was read. A topic that cannot be read leaves the partitions without a
+/// stored mapping not compared (said per partition), not the run failed.
+async fn offset_syncs(flow: &FlowConfig) -> (BTreeMap<TopicPartition, BTreeMap<i64, i64>>, String) {
+    let topic = flow.offset_syncs_topic();
+    let consumer = match cluster_for(
+        &flow.name(),
+        "offset-syncs consumer",
+        &flow.clients.offset_syncs_consumer.client,
+    ) {
+        Ok(c) => c,
+        Err(e) => return (BTreeMap::new(), format!("{topic} not read: {e}")),
+    };
+    match read_all_syncs(&consumer, &topic).await {
+        Ok((syncs, bad)) => {
+            let n: usize = syncs.values().map(BTreeMap::len).sum();
+            let bad = if bad > 0 {
+                format!(" ({bad} records that are not offset syncs skipped)")
+            } else {
+                String::new()
+            };
+            let read = format!(
+                "{topic}: {n} offset syncs for {} partitions{bad}",
+                syncs.len()
+            );
+            (syncs, read)
+        }
+        Err(e)
+            if e.is(kafka_protocol::ResponseError::UnknownTopicOrPartition)
+                || matches!(e, ClusterError::UnknownTopicOrPartition { .. }) =>
+        {
+            (BTreeMap::new(), format!("{topic} does not exist"))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read {topic}: partitions without a stored mapping are not compared");
+            (BTreeMap::new(), format!("{topic} not read: {e}"))
+        }
     }
 }
 
@@ -290,6 +359,7 @@ impl fmt::Display for VerifyReport {
                 );
             }
         }
+        let _ = writeln!(out, "offset syncs: {}", self.offset_syncs);
         let sum = |f: fn(&PartitionResult) -> u64| self.partitions.iter().map(f).sum::<u64>();
         let failed = self.partitions.iter().filter(|p| !p.ok()).count();
         let _ = writeln!(

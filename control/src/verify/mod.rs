@@ -1,6 +1,8 @@
 //! `strait verify`: record-level proof that what strait's stored progress says is copied is on
 //! the target, identical. [`compare`] is the sans-IO comparison of one partition (pairing by the
-//! stored exact mapping); [`partition`] reads both clusters for it.
+//! stored exact mapping); [`partition`] reads both clusters for it; [`syncs`] pairs what
+//! MirrorMaker copied before strait by its offset syncs.
 
 pub mod compare;
 pub mod partition;
+pub mod syncs;

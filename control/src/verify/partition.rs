@@ -21,6 +21,11 @@ pub struct PartitionInput {
     pub history_start: Option<i64>,
     /// The stored progress: every source record below it is copied.
     pub copied_end: i64,
+    /// Where the comparison ends when it cannot reach `copied_end` (MirrorMaker's last offset
+    /// sync is the last known position: see `super::syncs`).
+    pub compare_end: Option<i64>,
+    /// Source ranges left out before reading, and why.
+    pub not_compared: Vec<NotCompared>,
     pub source_compacted: bool,
     pub target_compacted: bool,
 }
@@ -303,7 +308,7 @@ async fn verify(
 ) -> Result<PartitionResult, ClusterError> {
     let (source_start, source_end) = bounds(source, &input.source).await?;
     let (target_start, target_end_now) = bounds(target, &input.target).await?;
-    let mut not_compared = Vec::new();
+    let mut not_compared = input.not_compared.clone();
     let Some(plan) = plan(input, source_start, &mut not_compared) else {
         return Ok(PartitionResult {
             not_yet_copied: (source_end - input.copied_end.max(source_start)).max(0),
@@ -342,8 +347,9 @@ async fn verify(
     let mut counts = cmp.counts().clone();
     let mut first_difference = cmp.first_difference().cloned();
     // With nothing left to copy, target records past the stored end were not written by
-    // strait for this source: extra.
-    if source_end <= plan.source_end && target_ahead > 0 {
+    // strait for this source: extra (unless the comparison stopped short of the copied end).
+    let compared_to_the_end = plan.source_end >= input.copied_end;
+    if compared_to_the_end && source_end <= plan.source_end && target_ahead > 0 {
         counts.extra += target_ahead as u64;
         first_difference.get_or_insert(Difference {
             kind: super::compare::DifferenceKind::Extra,
@@ -358,8 +364,8 @@ async fn verify(
         source_range: [plan.source_from, plan.source_end],
         target_range: [plan.target_from, plan.target_end],
         counts,
-        not_yet_copied: (source_end - plan.source_end).max(0),
-        target_ahead: if source_end <= plan.source_end {
+        not_yet_copied: (source_end - input.copied_end.max(plan.source_end)).max(0),
+        target_ahead: if compared_to_the_end && source_end <= plan.source_end {
             0
         } else {
             target_ahead
@@ -383,7 +389,7 @@ fn plan(
         not_compared.push(NotCompared {
             from: source_start,
             to: input.copied_end,
-            reason: "no stored offset mapping for this partition (nothing copied by strait yet, or progress imported from MM2)".into(),
+            reason: "no stored offset mapping for this partition and no offset sync below its progress (nothing copied by strait yet, or progress imported from MM2 without its offset syncs)".into(),
         });
         return None;
     };
@@ -406,7 +412,11 @@ fn plan(
         });
     }
     let source_from = source_start.max(history);
-    let source_end = input.copied_end.max(source_from);
+    let source_end = input
+        .compare_end
+        .unwrap_or(input.copied_end)
+        .min(input.copied_end)
+        .max(source_from);
     // The target offset of the first compared source record (or the next run's).
     let target_from = input
         .runs
