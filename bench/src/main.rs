@@ -259,6 +259,10 @@ struct RunArgs {
     /// Keep the run's topics instead of deleting them.
     #[arg(long)]
     keep_topics: bool,
+    /// After each strait catch-up run, time `strait verify --full` over the same copy (before
+    /// its topics are deleted) and record it under `verify`.
+    #[arg(long)]
+    verify: bool,
     /// The repository (scripts/, git commit).
     #[arg(long)]
     repo: Option<PathBuf>,
@@ -549,8 +553,13 @@ fn cmd_run(
         mm2_tasks: a.mm2_tasks,
         keep_topics: a.keep_topics,
         progress: true,
+        verify_with: None,
     };
     let bin_dir = run::bin_dir()?;
+    let env = RunEnv {
+        verify_with: a.verify.then(|| bin_dir.join("strait")),
+        ..env
+    };
     let mut props: Vec<(Tool, String, String)> = Vec::new();
     for p in &a.prop {
         let (tool, kv) = p

@@ -44,6 +44,8 @@ pub struct RunEnv {
     pub mm2_tasks: u32,
     pub keep_topics: bool,
     pub progress: bool,
+    /// After a strait catch-up run, time `strait verify --full` over the copy with this binary.
+    pub verify_with: Option<PathBuf>,
 }
 
 /// One replicator's result in a scenario.
@@ -92,6 +94,59 @@ pub struct Entry {
     pub series: Vec<SecondPoint>,
     /// `(quantile, ms)` points.
     pub latency_cdf: Vec<(f64, f64)>,
+    /// `strait verify --full` over the copy, after the run (`--verify`, strait catch-up only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifyRun>,
+}
+
+/// One `strait verify --full` over a run's copy.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VerifyRun {
+    /// Launch to exit.
+    pub secs: f64,
+    /// It exited 0: every compared record matched.
+    pub ok: bool,
+    /// Records it matched, every partition.
+    pub matched: u64,
+    /// The copy's GiB over `secs`, MiB/s.
+    pub mib_per_s: f64,
+    pub error: Option<String>,
+}
+
+/// Runs `strait verify --full --json` on `config` and times it.
+fn verify_copy(strait: &Path, config: &Path, gib: f64) -> VerifyRun {
+    let started = Instant::now();
+    let out = Command::new(strait)
+        .args(["verify", "--full", "--json", "--config"])
+        .arg(config)
+        .output();
+    let secs = started.elapsed().as_secs_f64();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            return VerifyRun {
+                secs,
+                error: Some(format!("cannot run {}: {e}", strait.display())),
+                ..VerifyRun::default()
+            };
+        }
+    };
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let matched = report["partitions"].as_array().map_or(0, |ps| {
+        ps.iter().filter_map(|p| p["matched"].as_u64()).sum()
+    });
+    let ok = out.status.success();
+    VerifyRun {
+        secs,
+        ok,
+        matched,
+        mib_per_s: if secs > 0.0 { gib * 1024.0 / secs } else { 0.0 },
+        error: (!ok).then(|| {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+            format!("exit {:?}: {}", out.status.code(), tail.join(" | "))
+        }),
+    }
 }
 
 /// CPU seconds of each process during the measured window (launch → last record).
@@ -396,6 +451,27 @@ pub fn run_one(
     let stop = running
         .stop(Duration::from_secs(20))
         .unwrap_or_else(|e| format!("stop failed: {e}"));
+    // The stop stored the final progress: verify compares everything copied.
+    let verify = match (&env.verify_with, tool, scenario.mode) {
+        (Some(strait), Tool::Strait, Mode::CatchUp) => {
+            let gib =
+                scenario.records as f64 * (scenario.value_bytes + scenario.key_bytes) as f64 / GIB;
+            let v = verify_copy(strait, &config_path, gib);
+            eprintln!(
+                "strait-bench: strait verify --full: {} in {:.1} s ({} records matched, {:.0} MiB/s){}",
+                if v.ok { "OK" } else { "FAILED" },
+                v.secs,
+                v.matched,
+                v.mib_per_s,
+                v.error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            );
+            Some(v)
+        }
+        _ => None,
+    };
     let generator = match producer_thread {
         Some(h) => match h.join() {
             Ok(r) => Some(r),
@@ -512,6 +588,7 @@ pub fn run_one(
         replicator: replicator_info,
         latency_cdf: c.latency.cdf(),
         series: c.series,
+        verify,
     })
 }
 
@@ -554,6 +631,7 @@ fn failed_entry(
         replicator,
         series: Vec::new(),
         latency_cdf: Vec::new(),
+        verify: None,
     }
 }
 
@@ -584,6 +662,16 @@ fn cleanup(
 
 /// One line per entry, for humans.
 pub fn summary(e: &Entry) -> String {
+    let verify = e.verify.as_ref().map_or(String::new(), |v| {
+        format!(
+            "\n  strait verify --full: {} in {:.1} s ({} records matched, {:.1} MiB/s; the copy took {:.1} s from launch)",
+            if v.ok { "OK" } else { "FAILED" },
+            v.secs,
+            v.matched,
+            v.mib_per_s,
+            e.wall_s
+        )
+    });
     let status = if e.complete {
         "ok".to_string()
     } else {
@@ -617,7 +705,7 @@ pub fn summary(e: &Entry) -> String {
         tb = opt(b.target_broker_s),
         bench = b.bench_s,
         mach = b.machine_busy_s,
-    )
+    ) + &verify
 }
 
 /// UTC now as RFC 3339 (seconds), without a date crate.
