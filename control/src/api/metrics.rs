@@ -386,10 +386,7 @@ fn encode_flow_states(e: &mut DescriptorEncoder, flows: &[FlowStatus]) -> Fmt {
         "Partitions of the flow by state (RUNNING, PAUSED, STOPPED, FAILED, NOT_ASSIGNED).",
         flows.iter().flat_map(|f| {
             let mut by: BTreeMap<&'static str, i64> =
-                ["RUNNING", "PAUSED", "STOPPED", "FAILED", "NOT_ASSIGNED"]
-                    .into_iter()
-                    .map(|s| (s, 0))
-                    .collect();
+                ApiState::ALL.iter().map(|s| (s.name(), 0)).collect();
             for p in &f.partitions {
                 *by.entry(p.api_state.name()).or_default() += 1;
             }

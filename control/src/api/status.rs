@@ -31,6 +31,15 @@ pub enum ApiState {
 }
 
 impl ApiState {
+    /// Every state, in the order `/metrics` lists them.
+    pub const ALL: [ApiState; 5] = [
+        ApiState::Running,
+        ApiState::Paused,
+        ApiState::Stopped,
+        ApiState::Failed,
+        ApiState::NotAssigned,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             ApiState::Running => "RUNNING",

@@ -184,6 +184,12 @@ impl ClusterError {
         self.kafka_error() == Some(e)
     }
 
+    /// The topic or partition does not exist (the broker's error code, or metadata without it).
+    pub fn is_unknown_topic(&self) -> bool {
+        self.is(ResponseError::UnknownTopicOrPartition)
+            || matches!(self, ClusterError::UnknownTopicOrPartition { .. })
+    }
+
     pub fn context(&self) -> Option<&Context> {
         match self {
             ClusterError::Wire { context, .. }

@@ -355,9 +355,8 @@ pub fn render_status(v: &Value) -> String {
 fn partition_rows(f: &Value) -> Vec<Vec<String>> {
     f["partition_list"]
         .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
+        .into_iter()
+        .flatten()
         .map(|p| {
             [
                 "topic",

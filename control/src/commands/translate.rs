@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
-use crate::cluster::{Cluster, ClusterError, CommittedOffset};
+use crate::cluster::{Cluster, CommittedOffset};
 use crate::config::{FlowConfig, Mm2Config, OffsetSyncsLocation};
 use crate::duties::offsets::{
     OffsetsError, cluster_for, restore_mappings, seed_from_progress, target_state,
@@ -246,10 +246,7 @@ async fn read_offset_syncs(
                 "{syncs_topic} on {syncs_cluster}: {records} records for {} partitions",
                 translator.store().partition_count()
             ),
-            Err(e)
-                if e.is(kafka_protocol::ResponseError::UnknownTopicOrPartition)
-                    || matches!(e, ClusterError::UnknownTopicOrPartition { .. }) =>
-            {
+            Err(e) if e.is_unknown_topic() => {
                 format!("{syncs_topic} does not exist on {syncs_cluster}")
             }
             Err(e) => {

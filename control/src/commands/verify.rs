@@ -11,7 +11,6 @@ use futures_util::StreamExt as _;
 use serde::Serialize;
 
 use super::translate::select_flow;
-use crate::cluster::ClusterError;
 use crate::cluster::{Cluster, TopicPartition};
 use crate::config::{FlowConfig, Mm2Config};
 use crate::duties::offsets::{OffsetsError, cluster_for};
@@ -230,12 +229,7 @@ async fn offset_syncs(flow: &FlowConfig) -> (BTreeMap<TopicPartition, BTreeMap<i
             );
             (syncs, read)
         }
-        Err(e)
-            if e.is(kafka_protocol::ResponseError::UnknownTopicOrPartition)
-                || matches!(e, ClusterError::UnknownTopicOrPartition { .. }) =>
-        {
-            (BTreeMap::new(), format!("{topic} does not exist"))
-        }
+        Err(e) if e.is_unknown_topic() => (BTreeMap::new(), format!("{topic} does not exist")),
         Err(e) => {
             tracing::warn!(error = %e, "cannot read {topic}: partitions without a stored mapping are not compared");
             (BTreeMap::new(), format!("{topic} not read: {e}"))
