@@ -108,13 +108,14 @@ pub struct VerifyRun {
     pub ok: bool,
     /// Records it matched, every partition.
     pub matched: u64,
-    /// The copy's GiB over `secs`, MiB/s.
+    /// The copy's GiB (the entry's `gib`) over `secs`, MiB/s.
     pub mib_per_s: f64,
     pub error: Option<String>,
 }
 
-/// Runs `strait verify --full --json` on `config` and times it.
-fn verify_copy(strait: &Path, config: &Path, gib: f64) -> VerifyRun {
+/// Runs `strait verify --full --json` on `config` and times it (`mib_per_s` is set once the
+/// copy's size is known).
+fn verify_copy(strait: &Path, config: &Path) -> VerifyRun {
     let started = Instant::now();
     let out = Command::new(strait)
         .args(["verify", "--full", "--json", "--config"])
@@ -140,7 +141,7 @@ fn verify_copy(strait: &Path, config: &Path, gib: f64) -> VerifyRun {
         secs,
         ok,
         matched,
-        mib_per_s: if secs > 0.0 { gib * 1024.0 / secs } else { 0.0 },
+        mib_per_s: 0.0,
         error: (!ok).then(|| {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
@@ -452,24 +453,9 @@ pub fn run_one(
         .stop(Duration::from_secs(20))
         .unwrap_or_else(|e| format!("stop failed: {e}"));
     // The stop stored the final progress: verify compares everything copied.
+    // (`summary` prints its result with the run's.)
     let verify = match (&env.verify_with, tool, scenario.mode) {
-        (Some(strait), Tool::Strait, Mode::CatchUp) => {
-            let gib =
-                scenario.records as f64 * (scenario.value_bytes + scenario.key_bytes) as f64 / GIB;
-            let v = verify_copy(strait, &config_path, gib);
-            eprintln!(
-                "strait-bench: strait verify --full: {} in {:.1} s ({} records matched, {:.0} MiB/s){}",
-                if v.ok { "OK" } else { "FAILED" },
-                v.secs,
-                v.matched,
-                v.mib_per_s,
-                v.error
-                    .as_deref()
-                    .map(|e| format!(": {e}"))
-                    .unwrap_or_default()
-            );
-            Some(v)
-        }
+        (Some(strait), Tool::Strait, Mode::CatchUp) => Some(verify_copy(strait, &config_path)),
         _ => None,
     };
     let generator = match producer_thread {
@@ -588,7 +574,14 @@ pub fn run_one(
         replicator: replicator_info,
         latency_cdf: c.latency.cdf(),
         series: c.series,
-        verify,
+        verify: verify.map(|v| VerifyRun {
+            mib_per_s: if v.secs > 0.0 {
+                gib * 1024.0 / v.secs
+            } else {
+                0.0
+            },
+            ..v
+        }),
     })
 }
 
@@ -664,12 +657,13 @@ fn cleanup(
 pub fn summary(e: &Entry) -> String {
     let verify = e.verify.as_ref().map_or(String::new(), |v| {
         format!(
-            "\n  strait verify --full: {} in {:.1} s ({} records matched, {:.1} MiB/s; the copy took {:.1} s from launch)",
+            "\n  strait verify --full: {} in {:.1} s ({} records matched, {:.1} MiB/s; the copy took {:.1} s from launch){}",
             if v.ok { "OK" } else { "FAILED" },
             v.secs,
             v.matched,
             v.mib_per_s,
-            e.wall_s
+            e.wall_s,
+            v.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
         )
     });
     let status = if e.complete {
