@@ -24,6 +24,7 @@ use strait_control::offsets::connect::{
 use strait_control::store::records::{self, StoredRecord};
 use strait_dataplane::batch::Record;
 use strait_dataplane::io::IoBackend;
+use strait_tests::strait::verify_json;
 use strait_tests::{Testbed, kafka_tool_ok, setup, temp_file, testbed_clusters_config, unique};
 
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
@@ -1172,9 +1173,8 @@ fn migrate_from_mm2_and_back() {
     assert_eq!(b.count(&remote), 300);
     // strait verify proves the whole copy: what MirrorMaker copied by its offset syncs (strait
     // stored no mapping for it), what strait copied by its own.
-    let (status, out, err) = strait(&["verify", "--config", strait_path, "--json"]);
-    assert!(status.success(), "{out}{err}");
-    let report: serde_json::Value = serde_json::from_str(&out).expect("verify's JSON");
+    let (code, report, err) = verify_json(Path::new(STRAIT), &strait_cfg, &[]);
+    assert_eq!(code, 0, "{report:#}\n{err}");
     let parts = report["partitions"].as_array().expect("partitions");
     assert_eq!(parts.len(), 2, "{report:#}");
     for p in parts {

@@ -25,7 +25,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use strait_tests::log::{create_topic, read_topic};
-use strait_tests::strait::{StraitExit, run_strait};
+use strait_tests::strait::{StraitExit, run_strait, verify_json};
 use strait_tests::{JavaProgram, Testbed, repo_root, run_with_stdin, temp_file, unique};
 
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
@@ -363,19 +363,8 @@ fn run(config: &Path) -> StraitExit {
 /// missing, extra or mismatched; returns the records it matched (with those the target's
 /// cleaner removed from a compacted topic, which it counts apart).
 fn verify_all(config: &Path) -> u64 {
-    let out = Command::new(STRAIT)
-        .args(["verify", "--full", "--json", "--config"])
-        .arg(config)
-        .output()
-        .expect("strait verify runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "strait verify failed:\n{stdout}\n{stderr}"
-    );
-    let report: serde_json::Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("verify printed no JSON ({e}):\n{stdout}\n{stderr}"));
+    let (code, report, stderr) = verify_json(Path::new(STRAIT), config, &["--full"]);
+    assert_eq!(code, 0, "strait verify failed:\n{report:#}\n{stderr}");
     let parts = report["partitions"].as_array().expect("partitions");
     assert!(!parts.is_empty(), "{report:#}");
     let n = |p: &serde_json::Value, f: &str| p[f].as_u64().unwrap_or_else(|| panic!("{f}: {p:#}"));

@@ -4,9 +4,9 @@
 //! `NOT_ASSIGNED`, with why, the source end (the source still answers) and a lag that grows
 //! with what is produced meanwhile. Once the target answers again, everything is copied.
 //!
-//! The outage is the test bed's own target broker frozen with SIGSTOP (and thawed by a guard,
-//! whatever the test does): this binary holds this one test, and cargo runs test binaries one
-//! after the other, so no other test sees the pause.
+//! The outage is the test bed's own target broker paused (`scripts/testbed pause`, SIGSTOP;
+//! resumed by a guard, whatever the test does): this binary holds this one test, and cargo runs
+//! test binaries one after the other, so no other test sees the pause.
 #![forbid(unsafe_code)]
 
 use std::path::Path;
@@ -17,39 +17,38 @@ use serde_json::Value;
 use strait_tests::api::{api_addr, call, eventually, produce_round_robin};
 use strait_tests::log::{create_topic, offsets};
 use strait_tests::strait::Strait;
-use strait_tests::{Testbed, testbed_clusters_config, unique};
+use strait_tests::{Testbed, repo_root, testbed_clusters_config, unique};
 
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
 
-/// Freezes the test bed's target broker until dropped.
-struct Frozen {
-    pid: String,
-}
+/// The test bed's target broker paused (`scripts/testbed pause target 1`: SIGSTOP) until
+/// dropped (`resume`).
+struct Frozen;
 
 impl Frozen {
     fn target() -> Frozen {
-        let file = Testbed::dir().join("target").join("kafka.pid");
-        let pid = std::fs::read_to_string(&file)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()))
-            .trim()
-            .to_string();
-        signal(&pid, "STOP");
-        Frozen { pid }
+        testbed_node("pause");
+        Frozen
     }
 }
 
 impl Drop for Frozen {
     fn drop(&mut self) {
-        signal(&self.pid, "CONT");
+        testbed_node("resume");
     }
 }
 
-fn signal(pid: &str, sig: &str) {
-    let ok = Command::new("kill")
-        .args([&format!("-{sig}"), pid])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "kill -{sig} {pid} failed");
+fn testbed_node(action: &str) {
+    let out = Command::new(repo_root().join("scripts/testbed"))
+        .args([action, "target", "1"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("scripts/testbed runs");
+    assert!(
+        out.status.success(),
+        "testbed {action} target 1 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The flow's partitions of `topic` (the test bed's source holds other tests' topics, such as

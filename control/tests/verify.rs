@@ -13,6 +13,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
+use strait_tests::strait::verify_json;
 use strait_tests::translation::{
     config, create_topic, produce_compacted_with_gaps, read_all, strait_run,
 };
@@ -22,19 +23,7 @@ const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
 
 /// `strait verify --json` on `cfg`: exit code and the report.
 fn verify(cfg: &Path, args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(STRAIT)
-        .args(["verify", "--config"])
-        .arg(cfg)
-        .args(["--json"])
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("strait verify runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let report: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("verify printed no JSON ({e}):\n{stdout}\n{stderr}"));
-    (out.status.code().unwrap_or(-1), report, stderr)
+    verify_json(Path::new(STRAIT), cfg, args)
 }
 
 /// The table form, for the failure messages and the table's own check.

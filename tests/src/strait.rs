@@ -210,6 +210,24 @@ pub fn run_strait(bin: &Path, config: &Path, args: &[&str], timeout: Duration) -
     Strait::start(bin, config, args).wait(timeout)
 }
 
+/// `strait verify --json` on `config` with `args`: its exit code, the report and its stderr.
+/// Fails the test when it prints no JSON report.
+pub fn verify_json(bin: &Path, config: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = Command::new(bin)
+        .args(["verify", "--config"])
+        .arg(config)
+        .args(["--json"])
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("strait verify runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let report: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("verify printed no JSON ({e}):\n{stdout}\n{stderr}"));
+    (out.status.code().unwrap_or(-1), report, stderr)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
