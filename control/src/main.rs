@@ -534,6 +534,7 @@ fn run(path: PathBuf, args: RunArgs, json_logs: bool) -> anyhow::Result<ExitCode
         group: Some(group_options(&cfg, &plans, &path)?),
         config: Some(cfg.clone()),
         progress: Some(progress_output(progress_interval, json_logs)),
+        verify: verify_settings(&cfg.strait),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -542,6 +543,17 @@ fn run(path: PathBuf, args: RunArgs, json_logs: bool) -> anyhow::Result<ExitCode
     let local = tokio::task::LocalSet::new();
     let outcome = local.block_on(&rt, replicate::run(plans, opts, shutdown_signal()))?;
     Ok(report_outcome(&outcome, json_logs))
+}
+
+/// Continuous verification's settings (`strait.verify.*`), when it is on.
+fn verify_settings(s: &config::StraitSettings) -> Option<replicate::VerifySettings> {
+    s.verify_enabled.value.then(|| replicate::VerifySettings {
+        interval: std::time::Duration::from_millis(s.verify_interval_ms.value),
+        sample_rate: s.verify_sample_rate.value,
+        max_records_per_round: s.verify_max_records_per_round.value,
+        from_history: s.verify_from_history.value,
+        mapping_max_runs: s.mapping_max_runs_per_partition.value,
+    })
 }
 
 /// The group this run joins: `strait.group.*`, the coordination cluster's admin settings and

@@ -748,6 +748,26 @@ static ELSEWHERE: &[(&str, &str)] = &[
         "owned by the metrics work (issue 11 item 2)",
     ),
     (
+        "strait.verify.enabled",
+        "the binary's run options (run::verifier); control/tests/verify.rs continuous_verification_*",
+    ),
+    (
+        "strait.verify.from",
+        "the binary's run options; control/tests/verify.rs continuous_verification_* (history: the damage before the run is found)",
+    ),
+    (
+        "strait.verify.interval.ms",
+        "the binary's run options; control/tests/verify.rs continuous_verification_* (5 s: found in the first round)",
+    ),
+    (
+        "strait.verify.sample.rate",
+        "the binary's run options: below 1 the rounds compare in verify::partition's sample mode, the one `strait verify --sample` uses (control/tests/verify.rs)",
+    ),
+    (
+        "strait.verify.max.records.per.round",
+        "the binary's run options: verify::continuous's bound per round (unit test rounds_start_where_the_run_started_and_go_on_where_the_last_stopped)",
+    ),
+    (
         "config.providers",
         "validated and applied while the file is read (${env:..}, ${file:..}); config::providers tests",
     ),

@@ -4,7 +4,8 @@
 //! record produced straight into the remote topic (extra), records deleted on the target
 //! (missing) and a remote partition recreated with other data of the same count (mismatch); on
 //! a topic whose oldest source segment retention deleted, it compares from the source's log
-//! start and names the deleted range as not compared.
+//! start and names the deleted range as not compared. Continuous verification in `strait run`
+//! (`strait.verify.*`) reports the same damage in its first round and fails readiness.
 //! Test data comes from Kafka's console producer and Kafka's transactional producer; the
 //! record counts verify reports are checked against Kafka's console consumer.
 #![forbid(unsafe_code)]
@@ -13,7 +14,8 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use strait_tests::strait::verify_json;
+use strait_tests::api::{api_addr, call, eventually};
+use strait_tests::strait::{Strait, verify_json};
 use strait_tests::translation::{
     config, create_topic, produce_compacted_with_gaps, read_all, strait_run,
 };
@@ -173,6 +175,74 @@ fn verify_names_extra_missing_and_mismatched_records() {
     let (code, _, stderr) = verify(&cfg, &[]);
     assert_eq!(code, 0, "before any damage: {stderr}");
 
+    damage(&extra, &missing, &changed);
+
+    let (code, report, stderr) = verify(&cfg, &[]);
+    let (text_code, text) = verify_text(&cfg, &[]);
+    assert_eq!((code, text_code), (1, 1), "{text}\n{stderr}");
+    assert!(text.contains("FAILED: flow A->B"), "{text}");
+
+    let p = partitions(&report, &extra)[0];
+    assert_eq!(
+        (
+            p["extra"].as_u64(),
+            p["missing"].as_u64(),
+            p["matched"].as_u64()
+        ),
+        (Some(1), Some(0), Some(50)),
+        "{p:#}"
+    );
+    assert_eq!(p["first_difference"]["kind"], "extra", "{p:#}");
+    assert_eq!(p["first_difference"]["target_offset"], 50, "{p:#}");
+    assert!(text.contains("extra: target 50"), "{text}");
+
+    let p = partitions(&report, &missing)[0];
+    assert_eq!(
+        (p["missing"].as_u64(), p["matched"].as_u64()),
+        (Some(10), Some(40)),
+        "{p:#}"
+    );
+    assert_eq!(p["first_difference"]["source_offset"], 0, "{p:#}");
+    assert!(text.contains("missing: source 0 not at target 0"), "{text}");
+
+    // Same keys and headers, other timestamps: every record differs, the first field that
+    // differs is the timestamp; record 17 also differs in value, but the report names the
+    // first difference, at offset 0.
+    let p = partitions(&report, &changed)[0];
+    assert_eq!(p["mismatched"].as_u64(), Some(50), "{p:#}");
+    assert_eq!(p["first_difference"]["kind"], "mismatch", "{p:#}");
+    assert_eq!(p["first_difference"]["field"], "timestamp", "{p:#}");
+    assert_ne!(p["source_digest"], p["target_digest"], "{p:#}");
+
+    let p = partitions(&report, &clean)[0];
+    assert_eq!(p["matched"].as_u64(), Some(50), "{p:#}");
+
+    // Sampled: whole batches at random offsets find the changed records too, and pass on the
+    // clean topic.
+    let (code, report, stderr) = verify(
+        &cfg,
+        &["--sample", "0.3", "--seed", "7", "--topics", &changed],
+    );
+    assert_eq!(code, 1, "{report:#}\n{stderr}");
+    let p = partitions(&report, &changed)[0];
+    assert!(p["mismatched"].as_u64() > Some(0), "{p:#}");
+    assert!(p["sampled_batches"].as_u64() >= Some(1), "{p:#}");
+    assert_eq!(report["mode"], "sample 0.3 seed 7", "{report:#}");
+    let (code, report, stderr) = verify(&cfg, &["--sample", "0.3", "--topics", &clean]);
+    assert_eq!(code, 0, "{report:#}\n{stderr}");
+    let p = partitions(&report, &clean)[0];
+    assert!(p["matched"].as_u64() >= Some(15), "{p:#}");
+
+    // Narrowed to the clean topic, it passes.
+    let (code, _, stderr) = verify(&cfg, &["--topics", &format!("{tag}-clean")]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// The three kinds of damage: a record produced straight into `A.{extra}` (extra), the first
+/// 10 records of `A.{missing}` deleted (missing), and `A.{changed}` recreated with other data
+/// of the same count (mismatch: other timestamps, and one value).
+fn damage(extra: &str, missing: &str, changed: &str) {
+    let tb = Testbed::get();
     // A record produced straight into the remote topic.
     kafka_tool_ok(
         "kafka-console-producer",
@@ -237,66 +307,6 @@ fn verify_names_extra_missing_and_mismatched_records() {
         })
         .collect();
     console_produce(tb.target(), &remote, None, &lines);
-
-    let (code, report, stderr) = verify(&cfg, &[]);
-    let (text_code, text) = verify_text(&cfg, &[]);
-    assert_eq!((code, text_code), (1, 1), "{text}\n{stderr}");
-    assert!(text.contains("FAILED: flow A->B"), "{text}");
-
-    let p = partitions(&report, &extra)[0];
-    assert_eq!(
-        (
-            p["extra"].as_u64(),
-            p["missing"].as_u64(),
-            p["matched"].as_u64()
-        ),
-        (Some(1), Some(0), Some(50)),
-        "{p:#}"
-    );
-    assert_eq!(p["first_difference"]["kind"], "extra", "{p:#}");
-    assert_eq!(p["first_difference"]["target_offset"], 50, "{p:#}");
-    assert!(text.contains("extra: target 50"), "{text}");
-
-    let p = partitions(&report, &missing)[0];
-    assert_eq!(
-        (p["missing"].as_u64(), p["matched"].as_u64()),
-        (Some(10), Some(40)),
-        "{p:#}"
-    );
-    assert_eq!(p["first_difference"]["source_offset"], 0, "{p:#}");
-    assert!(text.contains("missing: source 0 not at target 0"), "{text}");
-
-    // Same keys and headers, other timestamps: every record differs, the first field that
-    // differs is the timestamp; record 17 also differs in value, but the report names the
-    // first difference, at offset 0.
-    let p = partitions(&report, &changed)[0];
-    assert_eq!(p["mismatched"].as_u64(), Some(50), "{p:#}");
-    assert_eq!(p["first_difference"]["kind"], "mismatch", "{p:#}");
-    assert_eq!(p["first_difference"]["field"], "timestamp", "{p:#}");
-    assert_ne!(p["source_digest"], p["target_digest"], "{p:#}");
-
-    let p = partitions(&report, &clean)[0];
-    assert_eq!(p["matched"].as_u64(), Some(50), "{p:#}");
-
-    // Sampled: whole batches at random offsets find the changed records too, and pass on the
-    // clean topic.
-    let (code, report, stderr) = verify(
-        &cfg,
-        &["--sample", "0.3", "--seed", "7", "--topics", &changed],
-    );
-    assert_eq!(code, 1, "{report:#}\n{stderr}");
-    let p = partitions(&report, &changed)[0];
-    assert!(p["mismatched"].as_u64() > Some(0), "{p:#}");
-    assert!(p["sampled_batches"].as_u64() >= Some(1), "{p:#}");
-    assert_eq!(report["mode"], "sample 0.3 seed 7", "{report:#}");
-    let (code, report, stderr) = verify(&cfg, &["--sample", "0.3", "--topics", &clean]);
-    assert_eq!(code, 0, "{report:#}\n{stderr}");
-    let p = partitions(&report, &clean)[0];
-    assert!(p["matched"].as_u64() >= Some(15), "{p:#}");
-
-    // Narrowed to the clean topic, it passes.
-    let (code, _, stderr) = verify(&cfg, &["--topics", &format!("{tag}-clean")]);
-    assert_eq!(code, 0, "{stderr}");
 }
 
 /// Polls `f` every 500 ms for at most `secs` seconds.
@@ -375,4 +385,151 @@ fn verify_compares_from_the_source_log_start_after_retention_deleted_the_oldest_
         "{p:#}"
     );
     assert!(text.contains("deleted from the source"), "{text}");
+}
+
+/// The flow's partitions in `GET /flows/A->B/partitions`, by source topic (none while strait
+/// starts).
+fn api_partitions(api: &str) -> std::collections::BTreeMap<String, Value> {
+    let (code, body) = call(api, "GET", "/flows/A-%3EB/partitions", None, "");
+    if code == 503 && body["error_code"] == "starting" {
+        return Default::default();
+    }
+    assert_eq!(code, 200, "{body}");
+    body["partitions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| (p["topic"].as_str().unwrap_or_default().to_string(), p))
+        .collect()
+}
+
+/// Continuous verification (`strait.verify.*`) in `strait run` reports the damage of the test
+/// above in its first round, one interval after the start: counts and the first difference per
+/// partition in `/flows/{flow}/partitions`, `/flows`, `/metrics`, and `/health/ready` fails
+/// naming partition and offsets; then it goes on verifying what is copied next.
+#[test]
+fn continuous_verification_reports_extra_missing_and_mismatched_records_in_its_first_round() {
+    let tb = Testbed::get();
+    let tag = unique("vfy-cont");
+    let (extra, missing, changed, clean) = (
+        format!("{tag}-extra"),
+        format!("{tag}-missing"),
+        format!("{tag}-changed"),
+        format!("{tag}-clean"),
+    );
+    for t in [&extra, &missing, &changed, &clean] {
+        create_topic(tb.source(), t, 1, &[]);
+        console_produce(tb.source(), t, Some("zstd"), &keyed_lines("s", 50));
+    }
+    strait_run(STRAIT, &config(&format!("{tag}-.*"), ""));
+    damage(&extra, &missing, &changed);
+
+    // Rounds 5 s apart: the first observation of a round is the first round's.
+    let cfg = config(
+        &format!("{tag}-.*"),
+        "strait.api.listen = 127.0.0.1:0\n\
+         strait.verify.enabled = true\n\
+         strait.verify.from = history\n\
+         strait.verify.interval.ms = 5000\n",
+    );
+    let run = Strait::start(Path::new(STRAIT), &cfg, &["--shards", "2"]);
+    let api = api_addr(&run);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let first = loop {
+        let parts = api_partitions(&api);
+        let done = [&extra, &missing, &changed, &clean].iter().all(|t| {
+            parts
+                .get(*t)
+                .is_some_and(|p| p["verification"]["rounds"].as_u64() >= Some(1))
+        });
+        if done {
+            break parts;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no verification round over the 4 partitions in 60 s; last answer {parts:#?}\n{}",
+            run.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let v = |t: &str| first[t]["verification"].clone();
+    for t in [&extra, &missing, &changed, &clean] {
+        assert_eq!(v(t)["rounds"], 1, "{t}: {:#}\n{}", v(t), run.stderr());
+        assert_eq!(v(t)["records_verified"], 50, "{t}: {:#}", v(t));
+        assert_eq!(v(t)["last_verified_offset"], 50, "{t}: {:#}", v(t));
+        assert!(v(t)["error"].is_null(), "{t}: {:#}", v(t));
+    }
+    assert_eq!(v(&extra)["mismatches"], 1, "{:#}", v(&extra));
+    assert_eq!(
+        v(&extra)["first_mismatch"],
+        format!("{extra}-0: extra: target 50"),
+        "{:#}",
+        v(&extra)
+    );
+    assert_eq!(v(&missing)["mismatches"], 10, "{:#}", v(&missing));
+    assert_eq!(
+        v(&missing)["first_mismatch"],
+        format!("{missing}-0: missing: source 0 not at target 0")
+    );
+    assert_eq!(v(&changed)["mismatches"], 50, "{:#}", v(&changed));
+    assert_eq!(
+        v(&changed)["first_mismatch"],
+        format!("{changed}-0: timestamp differs: source 0 target 0")
+    );
+    assert_eq!(v(&clean)["mismatches"], 0, "{:#}", v(&clean));
+
+    // Readiness fails, naming each damaged partition and the offsets.
+    let (code, health) = call(&api, "GET", "/health/ready", None, "");
+    assert_eq!(code, 503, "{health:#}");
+    let listed: Vec<(String, String)> = health["partitions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p["reason"] == "verify_mismatch")
+        .map(|p| {
+            (
+                p["topic"].as_str().unwrap_or_default().to_string(),
+                p["detail"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(listed.len(), 3, "{health:#}");
+    assert!(
+        listed
+            .iter()
+            .any(|(t, d)| *t == missing && d.contains("missing: source 0 not at target 0")),
+        "{health:#}"
+    );
+    let (_, flows) = call(&api, "GET", "/flows", None, "");
+    let flow = &flows["flows"][0];
+    assert_eq!(flow["verification"]["mismatches"], 61, "{flows:#}");
+    assert_eq!(flow["verification"]["records_verified"], 200, "{flows:#}");
+    let metrics = strait_tests::http::request(&api, "GET", "/metrics", None)
+        .expect("/metrics answers")
+        .body;
+    assert!(
+        metrics.contains("strait_flow_verify_mismatches_total{flow=\"A->B\"} 61"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "strait_partition_last_verified_offset{{flow=\"A->B\",topic=\"{clean}\",partition=\"0\"}} 50"
+        )),
+        "{metrics}"
+    );
+
+    // What is copied next is verified by the following rounds.
+    console_produce(tb.source(), &clean, Some("gzip"), &keyed_lines("n", 30));
+    eventually(60, "the 30 new records verified", || {
+        let p = api_partitions(&api).remove(&clean)?;
+        (p["verification"]["records_verified"] == 80).then_some(())
+    });
+    let p = &api_partitions(&api)[&clean];
+    assert_eq!(p["verification"]["last_verified_offset"], 80, "{p:#}");
+    assert_eq!(p["verification"]["mismatches"], 0, "{p:#}");
+    run.signal("TERM");
+    let exit = run.wait(std::time::Duration::from_secs(30));
+    assert!(!exit.stderr.contains("panicked"), "{}", exit.stderr);
 }

@@ -11,6 +11,10 @@
 //!   A partition whose target does not answer has lag and makes no progress, so it turns
 //!   strait not ready after the timeout, with the shard's reason (`target_unreachable`...).
 //!
+//! Continuous verification (`strait.verify.enabled`) that found a record missing, extra or
+//! different on the target makes strait not ready too (`verify_mismatch`, with the partition
+//! and the offsets), until the process restarts: a copy that differs is not healthy.
+//!
 //! `/health` is an alias of `/health/ready`.
 
 use std::time::Duration;
@@ -18,6 +22,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::status::{ApiState, Status};
+
+/// The reason of a partition in which continuous verification found a difference.
+pub const VERIFY_MISMATCH: &str = "verify_mismatch";
 
 /// A snapshot older than this means the control loop is stuck.
 pub const STALE_AFTER: Duration = Duration::from_secs(30);
@@ -110,6 +117,15 @@ pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
                 since_ms,
                 lag: p.lag,
             };
+            if let Some(v) = p.verification.as_ref().filter(|v| v.mismatches > 0) {
+                let detail = format!(
+                    "{} record(s) missing, extra or different; first: {}",
+                    v.mismatches,
+                    v.first_mismatch.as_deref().unwrap_or("-")
+                );
+                let since = v.first_mismatch_at_ms.unwrap_or(v.last_round_ms);
+                bad.push(entry(VERIFY_MISMATCH.into(), Some(detail), since));
+            }
             if p.api_state == ApiState::Failed {
                 bad.push(entry("failed".into(), p.error.clone(), p.since_ms));
             } else if p.api_state == ApiState::Running
@@ -148,20 +164,33 @@ pub fn ready(status: &Status, age: Option<Duration>, now_ms: i64) -> Health {
         }
         return h;
     }
-    let failed = bad.iter().filter(|b| b.reason == "failed").count();
-    if failed > 0 {
-        h.reasons.push(format!("{failed} partition(s) failed"));
-    }
-    if bad.len() > failed {
-        h.reasons.push(format!(
-            "{} partition(s) with lag (or a source that does not answer) made no progress for more than strait.health.stall.timeout.ms = {timeout_ms} ms",
-            bad.len() - failed
-        ));
-    }
+    h.reasons.extend(partition_reasons(&bad, timeout_ms));
     bad.truncate(MAX_LISTED);
     h.status = "not_ready";
     h.partitions = bad;
     h
+}
+
+/// The reasons, in words, of the partitions that keep strait from being ready.
+fn partition_reasons(bad: &[NotReadyPartition], timeout_ms: i64) -> Vec<String> {
+    let mut out = Vec::new();
+    let failed = bad.iter().filter(|b| b.reason == "failed").count();
+    if failed > 0 {
+        out.push(format!("{failed} partition(s) failed"));
+    }
+    let mismatched = bad.iter().filter(|b| b.reason == VERIFY_MISMATCH).count();
+    if mismatched > 0 {
+        out.push(format!(
+            "{VERIFY_MISMATCH}: continuous verification found records missing, extra or different on the target in {mismatched} partition(s)"
+        ));
+    }
+    if bad.len() > failed + mismatched {
+        out.push(format!(
+            "{} partition(s) with lag (or a source that does not answer) made no progress for more than strait.health.stall.timeout.ms = {timeout_ms} ms",
+            bad.len() - failed - mismatched
+        ));
+    }
+    out
 }
 
 /// Shards that took none of the control loop's commands for longer than `timeout_ms`, in
@@ -237,6 +266,41 @@ mod tests {
         assert_eq!(live(None).status, "starting");
         assert!(live(Some(Duration::from_secs(1))).is_ok());
         assert_eq!(live(Some(STALE_AFTER)).status, "stalled");
+    }
+
+    #[test]
+    fn a_verification_mismatch_is_not_ready_and_names_partition_and_offsets() {
+        let mut s = sample();
+        s.flows[0].partitions[0].api_state = ApiState::Running;
+        s.flows[0].partitions[0].error = None;
+        let age = Some(Duration::from_secs(1));
+        s.flows[0].partitions[0].verification = Some(crate::api::PartitionVerification {
+            records_verified: 10,
+            ..Default::default()
+        });
+        assert!(ready(&s, age, NOW).is_ok(), "verified, no mismatch");
+        s.flows[0].partitions[0].verification = Some(crate::api::PartitionVerification {
+            mismatches: 1,
+            first_mismatch: Some("orders-3: extra: target 40".into()),
+            first_mismatch_at_ms: Some(NOW - 5),
+            ..Default::default()
+        });
+        let h = ready(&s, age, NOW);
+        assert_eq!(h.status, "not_ready");
+        assert_eq!(h.partitions[0].reason, VERIFY_MISMATCH);
+        assert_eq!(h.partitions[0].partition, 3);
+        assert!(
+            h.partitions[0]
+                .detail
+                .as_deref()
+                .unwrap()
+                .contains("extra: target 40")
+        );
+        assert!(
+            h.reasons[0].starts_with("verify_mismatch"),
+            "{:?}",
+            h.reasons
+        );
     }
 
     #[test]

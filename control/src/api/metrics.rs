@@ -17,7 +17,9 @@ use prometheus_client::registry::Registry;
 use strait_dataplane::shard::LatencyHistogram;
 use strait_dataplane::shard::timing::BOUNDS_MS;
 
-use super::status::{ApiState, FlowStatus, PartitionStatus, ShardStatus, Status};
+use super::status::{
+    ApiState, FlowStatus, PartitionStatus, PartitionVerification, ShardStatus, Status,
+};
 
 /// Every family `/metrics` can export (names as exposed: counters end in `_total`,
 /// histograms add `_bucket`, `_sum` and `_count`).
@@ -53,6 +55,8 @@ pub const FAMILIES: &[&str] = &[
     "strait_flow_lag_seconds",
     "strait_flow_partitions",
     "strait_flow_stalled_partitions",
+    "strait_flow_verified_records_total",
+    "strait_flow_verify_mismatches_total",
     "strait_offset_syncs_written_total",
     "strait_offset_sync_errors_total",
     "strait_checkpoint_rounds_total",
@@ -78,6 +82,9 @@ pub const FAMILIES: &[&str] = &[
     "strait_partition_bytes_copied_total",
     "strait_partition_failed",
     "strait_partition_stalled_seconds",
+    "strait_partition_verified_records_total",
+    "strait_partition_verify_mismatches_total",
+    "strait_partition_last_verified_offset",
 ];
 
 /// Prometheus text exposition (format 0.0.4) of a snapshot that is `age_s` seconds old.
@@ -128,6 +135,7 @@ impl Collector for Snapshot {
         encode_shards(&mut e, &s.shards)?;
         encode_flow_data(&mut e, &s.flows)?;
         encode_flow_states(&mut e, &s.flows)?;
+        encode_verification(&mut e, &s.flows, s.settings.metrics_per_partition)?;
         encode_offsets(&mut e, &s.flows)?;
         encode_syncs(&mut e, &s.flows)?;
         encode_heartbeats(&mut e, s)?;
@@ -411,6 +419,75 @@ fn encode_flow_states(e: &mut DescriptorEncoder, flows: &[FlowStatus]) -> Fmt {
             by.into_iter()
                 .map(move |(reason, n)| ([("flow", f.name.as_str()), ("reason", reason)], n))
         }),
+    )
+}
+
+/// Continuous verification (`strait.verify.enabled`): per flow, and per partition when
+/// per-partition series are on; only partitions a round looked at (none when it is off).
+fn encode_verification(
+    e: &mut DescriptorEncoder,
+    flows: &[FlowStatus],
+    per_partition: bool,
+) -> Fmt {
+    fn verified(f: &FlowStatus) -> Vec<&PartitionVerification> {
+        f.partitions
+            .iter()
+            .filter_map(|p| p.verification.as_ref())
+            .collect()
+    }
+    let flows_verified: Vec<_> = flows
+        .iter()
+        .map(|f| (f, verified(f)))
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+    counters(
+        e,
+        "strait_flow_verified_records",
+        "Source records continuous verification compared with their copies.",
+        flows_verified
+            .iter()
+            .map(|(f, v)| (flow_label(f), v.iter().map(|v| v.records_verified).sum())),
+    )?;
+    counters(
+        e,
+        "strait_flow_verify_mismatches",
+        "Records continuous verification found missing, extra or different on the target.",
+        flows_verified
+            .iter()
+            .map(|(f, v)| (flow_label(f), v.iter().map(|v| v.mismatches).sum())),
+    )?;
+    if !per_partition {
+        return Ok(());
+    }
+    let all = || {
+        flows.iter().flat_map(|f| {
+            f.partitions.iter().filter_map(move |p| {
+                let labels = [
+                    ("flow", f.name.clone()),
+                    ("topic", p.topic.clone()),
+                    ("partition", p.partition.to_string()),
+                ];
+                p.verification.as_ref().map(|v| (labels, v))
+            })
+        })
+    };
+    counters(
+        e,
+        "strait_partition_verified_records",
+        "Source records continuous verification compared with their copies.",
+        all().map(|(l, v)| (l, v.records_verified)),
+    )?;
+    counters(
+        e,
+        "strait_partition_verify_mismatches",
+        "Records continuous verification found missing, extra or different on the target.",
+        all().map(|(l, v)| (l, v.mismatches)),
+    )?;
+    gauges(
+        e,
+        "strait_partition_last_verified_offset",
+        "The source offset continuous verification compared up to (exclusive).",
+        all().map(|(l, v)| (l, v.last_verified_offset)),
     )
 }
 

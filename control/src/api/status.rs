@@ -7,6 +7,7 @@ use serde::Serialize;
 use strait_dataplane::shard::{LatencyHistogram, ShardStats};
 
 use crate::model::counters::{HeartbeatCounters, OffsetsCounters, TopicCounters};
+pub use crate::verify::continuous::PartitionVerification;
 
 /// A partition's state in the REST API v1 (`/flows/...`).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
@@ -107,6 +108,10 @@ pub struct PartitionStatus {
     /// Since when (ms since the epoch) it has lag without progress (nothing acknowledged);
     /// `None` while it has no lag or moves. Paused, stopped and failed partitions: `None`.
     pub stuck_since_ms: Option<i64>,
+    /// Continuous verification (`strait.verify.enabled`); `None` when it is off or has not
+    /// looked at the partition yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<PartitionVerification>,
 }
 
 /// One flow as the API shows it.

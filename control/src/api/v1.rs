@@ -20,7 +20,7 @@ use super::command::{
     Action, ApiCommand, CommandError, ConnectOffset, OffsetChange, Reply, Request, Scope,
 };
 use super::state::AppState;
-use super::status::{ApiState, FlowStatus, PartitionStatus, ShardStatus};
+use super::status::{ApiState, FlowStatus, PartitionStatus, PartitionVerification, ShardStatus};
 
 /// How long a request waits for the control loop's answer.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -97,6 +97,21 @@ pub struct FlowView {
     pub lag_seconds: f64,
     pub records_copied: u64,
     pub bytes_copied: u64,
+    /// Continuous verification of its partitions (`strait.verify.enabled`); absent when off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<FlowVerification>,
+}
+
+/// What continuous verification found of a flow's partitions since this process started.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct FlowVerification {
+    /// Partitions a round looked at.
+    pub partitions: usize,
+    pub records_verified: u64,
+    /// Records missing, extra or different, all partitions together.
+    pub mismatches: u64,
+    /// The first difference of the first partition that has one (partition and offsets).
+    pub first_mismatch: Option<String>,
 }
 
 /// A partition in `GET /flows/{flow}/partitions`.
@@ -130,6 +145,10 @@ pub struct PartitionView {
     pub slow_batches: u64,
     /// The shard that replicates it (its counters are in `GET /flows`).
     pub shard: usize,
+    /// Continuous verification (`strait.verify.enabled`): records verified, mismatches, the
+    /// last verified offset; absent when off or before the first round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<PartitionVerification>,
 }
 
 /// `GET /flows`: every flow, and the shards' counters (bytes copied, fast and slow path
@@ -180,7 +199,26 @@ fn flow_view(f: &FlowStatus) -> FlowView {
         lag_seconds: f.partitions.iter().map(|p| p.lag_ms).max().unwrap_or(0) as f64 / 1000.0,
         records_copied: f.partitions.iter().map(|p| p.records_copied).sum(),
         bytes_copied: f.partitions.iter().map(|p| p.bytes_copied).sum(),
+        verification: flow_verification(f),
     }
+}
+
+/// The sum of the flow's partitions' verification (`None` when no partition has one).
+fn flow_verification(f: &FlowStatus) -> Option<FlowVerification> {
+    let verified: Vec<&PartitionVerification> = f
+        .partitions
+        .iter()
+        .filter_map(|p| p.verification.as_ref())
+        .collect();
+    if verified.is_empty() {
+        return None;
+    }
+    Some(FlowVerification {
+        partitions: verified.len(),
+        records_verified: verified.iter().map(|v| v.records_verified).sum(),
+        mismatches: verified.iter().map(|v| v.mismatches).sum(),
+        first_mismatch: verified.iter().find_map(|v| v.first_mismatch.clone()),
+    })
 }
 
 fn partition_view(p: &PartitionStatus) -> PartitionView {
@@ -201,6 +239,7 @@ fn partition_view(p: &PartitionStatus) -> PartitionView {
         fast_batches: p.fast_batches,
         slow_batches: p.slow_batches,
         shard: p.shard,
+        verification: p.verification.clone(),
     }
 }
 

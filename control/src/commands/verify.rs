@@ -16,8 +16,9 @@ use crate::config::{FlowConfig, Mm2Config};
 use crate::duties::offsets::{OffsetsError, cluster_for};
 use crate::store::offset_syncs::read_all_syncs;
 use crate::store::progress;
-use crate::verify::compare::DifferenceKind;
-use crate::verify::partition::{Mode, PartitionInput, PartitionResult, verify_partition};
+use crate::verify::partition::{
+    Mode, PartitionInput, PartitionResult, compacted, partition_input, verify_partition,
+};
 use crate::verify::syncs::with_offset_syncs;
 
 /// Partitions verified at once: each holds at most one fetch (8 MiB) per side.
@@ -178,30 +179,6 @@ fn records_estimate(inputs: &[PartitionInput]) -> u64 {
         .sum()
 }
 
-/// What is known of one partition before its records are read.
-fn partition_input(
-    source: TopicPartition,
-    target: TopicPartition,
-    entry: &progress::Entry,
-    mapping: Option<&crate::offsets::mapping::PartitionMapping>,
-    (source_compacted, target_compacted): (bool, bool),
-) -> PartitionInput {
-    let acked = mapping.and_then(|m| m.acked_end());
-    PartitionInput {
-        source,
-        target,
-        runs: mapping
-            .map(|m| m.stored_runs().collect())
-            .unwrap_or_default(),
-        history_start: mapping.and_then(|m| m.start()),
-        copied_end: acked.map_or(entry.next_offset, |a| a.min(entry.next_offset)),
-        compare_end: None,
-        not_compared: Vec::new(),
-        source_compacted,
-        target_compacted,
-    }
-}
-
 /// Every offset sync of the flow's offset-syncs topic (MirrorMaker's and strait's), per source
 /// partition, and what was read. A topic that cannot be read leaves the partitions without a
 /// stored mapping not compared (said per partition), not the run failed.
@@ -272,32 +249,6 @@ async fn verify_all(
         }
     }
     results
-}
-
-/// Which of `topics` have `compact` in their cleanup policy (unknown counts as not compacted:
-/// then a record removed by a cleaner is reported missing, never hidden).
-async fn compacted(cluster: &Cluster, topics: &[String]) -> BTreeMap<String, bool> {
-    if topics.is_empty() {
-        return BTreeMap::new();
-    }
-    match cluster.describe_topic_configs(topics).await {
-        Ok(all) => all
-            .into_iter()
-            .map(|(topic, entries)| {
-                let compact = entries.ok().is_some_and(|es| {
-                    es.iter().any(|e| {
-                        e.name == "cleanup.policy"
-                            && e.value.as_deref().is_some_and(|v| v.contains("compact"))
-                    })
-                });
-                (topic, compact)
-            })
-            .collect(),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the topics' cleanup.policy: records a cleaner removed will count as missing");
-            BTreeMap::new()
-        }
-    }
 }
 
 impl fmt::Display for VerifyReport {
@@ -381,22 +332,7 @@ fn first_difference(p: &PartitionResult) -> String {
     if let Some(e) = &p.error {
         return format!("error: {e}");
     }
-    let Some(d) = &p.first_difference else {
-        return "-".into();
-    };
-    let at = |o: Option<i64>| o.map_or("-".to_string(), |o| o.to_string());
-    match d.kind {
-        DifferenceKind::Mismatch => format!(
-            "{} differs: source {} target {}",
-            d.field.map(|f| f.to_string()).unwrap_or_default(),
-            at(d.source_offset),
-            at(d.target_offset)
-        ),
-        DifferenceKind::Missing => format!(
-            "missing: source {} not at target {}",
-            at(d.source_offset),
-            at(d.target_offset)
-        ),
-        DifferenceKind::Extra => format!("extra: target {}", at(d.target_offset)),
-    }
+    p.first_difference
+        .as_ref()
+        .map_or_else(|| "-".into(), ToString::to_string)
 }

@@ -530,6 +530,19 @@ fn strait_settings(out: &mut String, s: &StraitSettings) {
             "strait.health.stall.timeout.ms",
             text(&s.health_stall_timeout_ms),
         ),
+        ("strait.verify.enabled", text(&s.verify_enabled)),
+        (
+            "strait.verify.from",
+            text(&map(&s.verify_from_history, |h| {
+                if *h { "history" } else { "run" }
+            })),
+        ),
+        ("strait.verify.interval.ms", text(&s.verify_interval_ms)),
+        ("strait.verify.sample.rate", text(&s.verify_sample_rate)),
+        (
+            "strait.verify.max.records.per.round",
+            text(&s.verify_max_records_per_round),
+        ),
     ] {
         line(out, "    ", key, &value);
     }

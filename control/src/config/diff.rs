@@ -509,6 +509,11 @@ mod tests {
             Ty::Int(lo, hi) | Ty::Long(lo, hi) | Ty::Short(lo, hi) => {
                 vec![lo.to_string(), hi.to_string(), ((lo + hi) / 2).to_string()]
             }
+            Ty::Double(lo, hi) => vec![
+                lo.to_string(),
+                hi.to_string(),
+                ((lo + hi) / 2.0).to_string(),
+            ],
             Ty::Enum(v) | Ty::EnumCi(v) => v.iter().map(|s| s.to_string()).collect(),
             // A cluster of the flows, for strait.group.cluster.
             Ty::Str => vec!["A".into(), "other".into()],

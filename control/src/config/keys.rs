@@ -1527,6 +1527,32 @@ pub static STRAIT_KEYS: &[KeyDef] = &[
         Some("60000"),
         AT_START,
     ),
+    // Continuous verification (`run::verifier`): off by default.
+    s("strait.verify.enabled", Ty::Bool, Some("false"), AT_START),
+    s(
+        "strait.verify.from",
+        Ty::Enum(&["run", "history"]),
+        Some("run"),
+        AT_START,
+    ),
+    s(
+        "strait.verify.interval.ms",
+        Ty::Long(1_000, 86_400_000),
+        Some("60000"),
+        AT_START,
+    ),
+    s(
+        "strait.verify.sample.rate",
+        Ty::Double(0.000_001, 1.0),
+        Some("1.0"),
+        AT_START,
+    ),
+    s(
+        "strait.verify.max.records.per.round",
+        Ty::Long(1_000, 1_000_000_000),
+        Some("1000000"),
+        AT_START,
+    ),
     // Groups of instances (`run::group`). The id defaults to `strait-<digest of the file>`, so
     // that instances started with the same file form one group; the cluster to the target of
     // the first enabled flow.

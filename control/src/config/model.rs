@@ -489,6 +489,26 @@ pub struct StraitSettings {
     /// `strait.health.stall.timeout.ms`: `/health/ready` fails once a partition with lag has
     /// made no progress for this long, default 60 000 (1 000..=86 400 000).
     pub health_stall_timeout_ms: Setting<u64>,
+    /// `strait.verify.enabled`: continuous verification while `strait run` runs, default false.
+    /// Each round compares, for every partition this member holds, what was copied since the
+    /// last round (the first round: since the run started) record by record with the source,
+    /// as `strait verify` does.
+    pub verify_enabled: Setting<bool>,
+    /// `strait.verify.from`: where the first round of each partition starts: `run` (default:
+    /// the stored progress when the run started, so what this run copies) or `history` (the
+    /// start of the stored history: what earlier runs copied is verified too, in rounds of
+    /// `strait.verify.max.records.per.round`, before the newly copied records).
+    pub verify_from_history: Setting<bool>,
+    /// `strait.verify.interval.ms`: the pause between the end of a round and the start of the
+    /// next, default 60 000 (1 000..=86 400 000).
+    pub verify_interval_ms: Setting<u64>,
+    /// `strait.verify.sample.rate`: the share of newly copied records a round compares (whole
+    /// source batches at random below 1), default 1.0 (every record; 0.000001..=1).
+    pub verify_sample_rate: Setting<f64>,
+    /// `strait.verify.max.records.per.round`: source records a round compares per partition at
+    /// most, default 1 000 000 (1 000..=1 000 000 000); the rest waits for the next round, so
+    /// a round of a partition far behind stays short.
+    pub verify_max_records_per_round: Setting<u64>,
     /// `strait.group.id`: the group of instances this one shares the work with. Default (None):
     /// `strait-<16 hex digits>`, the digest of the file without its process-local keys, so
     /// that instances started with the same file form one group with no setting.
@@ -541,6 +561,11 @@ impl StraitSettings {
             "strait.metrics.enabled" => d(&self.metrics_enabled),
             "strait.metrics.per.partition" => d(&self.metrics_per_partition),
             "strait.health.stall.timeout.ms" => d(&self.health_stall_timeout_ms),
+            "strait.verify.enabled" => d(&self.verify_enabled),
+            "strait.verify.from" => d(&self.verify_from_history),
+            "strait.verify.interval.ms" => d(&self.verify_interval_ms),
+            "strait.verify.sample.rate" => d(&self.verify_sample_rate),
+            "strait.verify.max.records.per.round" => d(&self.verify_max_records_per_round),
             "strait.group.id" => d(&self.group_id),
             "strait.group.cluster" => d(&self.group_cluster),
             "strait.group.instance.id" => d(&self.group_instance_id),

@@ -1901,6 +1901,47 @@ pub(crate) fn strait_settings(
             "a partition with lag and no progress for a minute makes strait not ready",
             |v| parse_int(v, 1_000, 86_400_000, "").map(|n| n as u64),
         ),
+        verify_enabled: get(
+            &file,
+            "strait.verify.enabled",
+            false,
+            "continuous verification off by default",
+            parse_bool,
+        ),
+        verify_from_history: get(
+            &file,
+            "strait.verify.from",
+            false,
+            "from where the run started: what it copies",
+            |v| match java_trim(v) {
+                "run" => Ok(false),
+                "history" => Ok(true),
+                _ => Err(ValueError::Expected {
+                    expected: "run or history".into(),
+                }),
+            },
+        ),
+        verify_interval_ms: get(
+            &file,
+            "strait.verify.interval.ms",
+            60_000,
+            "a round a minute after the last one ended",
+            |v| parse_int(v, 1_000, 86_400_000, "").map(|n| n as u64),
+        ),
+        verify_sample_rate: get(
+            &file,
+            "strait.verify.sample.rate",
+            1.0,
+            "every newly copied record compared",
+            |v| parse_double(v, 0.000_001, 1.0),
+        ),
+        verify_max_records_per_round: get(
+            &file,
+            "strait.verify.max.records.per.round",
+            1_000_000,
+            "at most a million source records per partition and round",
+            |v| parse_int(v, 1_000, 1_000_000_000, "").map(|n| n as u64),
+        ),
         group_id: get(
             &file,
             "strait.group.id",

@@ -35,6 +35,8 @@ pub(super) struct ApiLink {
     pub(super) shard_backlogs: Vec<Backlog>,
     /// The partitions of a member out of its group, listed as not assigned.
     pub(super) unheld: Unheld,
+    /// Continuous verification, when on: what it found goes into every snapshot.
+    pub(super) verifier: Option<super::verifier::Verifier>,
 }
 
 /// How often the API's snapshot is refreshed.
@@ -57,6 +59,7 @@ impl ApiLink {
             reloads: Vec::new(),
             shard_backlogs: Vec::new(),
             unheld: Unheld::default(),
+            verifier: None,
         }
     }
 
@@ -133,6 +136,9 @@ impl ApiLink {
                 Some(now_ms.saturating_sub(i64::try_from(idle_ms).unwrap_or(i64::MAX)));
         }
         snapshot.shards.sort_by_key(|s| s.shard);
+        if let Some(v) = &self.verifier {
+            v.fill(&mut snapshot);
+        }
         let mut listed = std::collections::HashSet::new();
         for (fid, f) in snapshot.flows.iter_mut().enumerate() {
             for p in &mut f.partitions {

@@ -10,6 +10,7 @@
 //! - `reload`: configuration reload (API, SIGHUP); `progress`: live progress.
 //! - `stop`: the shards' final reports, the last offset syncs, the final progress.
 //! - `unheld`: what the API lists of the partitions of a member out of its group.
+//! - `verifier`: continuous verification (`strait.verify.*`) on a thread of its own.
 
 mod api_link;
 mod assign;
@@ -26,6 +27,7 @@ mod start;
 mod status;
 mod stop;
 mod unheld;
+mod verifier;
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -38,6 +40,7 @@ use strait_dataplane::wire::WireError;
 pub use self::control::{DUTY_DEADLINE, TICK};
 pub use self::start::TEST_COMMAND_CHANNEL_ENV;
 pub use self::stop::SHUTDOWN_DEADLINE;
+pub use self::verifier::VerifySettings;
 
 use self::assign::Partitions;
 use self::control::ProcessDuties;
@@ -95,6 +98,8 @@ pub struct RunOptions {
     pub config: Option<crate::config::Mm2Config>,
     /// Live progress on the terminal or as log lines; `None`: none.
     pub progress: Option<progress::ProgressOutput>,
+    /// Continuous verification (`strait.verify.enabled`); `None`: off.
+    pub verify: Option<VerifySettings>,
 }
 
 /// How a run ended.
@@ -130,6 +135,12 @@ pub enum RunError {
         cluster: String,
         /// In the message, so not a `#[source]` (the CLI prints error chains).
         error: WireError,
+    },
+    /// The continuous verification thread could not be started.
+    #[error("cannot start the continuous verification thread: {error}")]
+    VerifierStart {
+        /// In the message, so not a `#[source]` (the CLI prints error chains).
+        error: std::io::Error,
     },
     /// A shard thread could not be started.
     #[error("cannot start shard {shard}: {error}")]
@@ -204,6 +215,27 @@ impl FlowRuntime {
     }
 }
 
+/// Each partition's stored progress when the run starts: continuous verification compares
+/// what this run copies from there.
+fn started_at(
+    flows: &[FlowRuntime],
+) -> std::collections::BTreeMap<crate::verify::continuous::PartitionRef, i64> {
+    flows
+        .iter()
+        .flat_map(|f| {
+            let name = f.name();
+            f.progress.entries().iter().map(move |(tp, e)| {
+                let key = crate::verify::continuous::PartitionRef {
+                    flow: name.clone(),
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                };
+                (key, e.next_offset)
+            })
+        })
+        .collect()
+}
+
 fn now_ms() -> i64 {
     crate::time::wall_ms()
 }
@@ -232,6 +264,14 @@ pub async fn run(
     }
     let (shards, ev_rx) = start::spawn_shards(&opts)?;
     let mut api = start::start_api(&opts).await?;
+    if let Some(settings) = opts.verify {
+        api.verifier = Some(verifier::Verifier::start(
+            settings,
+            flows.iter().map(|f| f.plan.config.clone()).collect(),
+            started_at(&flows),
+            api.published.clone(),
+        )?);
+    }
 
     let mut group = match &opts.group {
         Some(g) => Some(group::GroupLink::start(g.clone(), started)?),
@@ -262,6 +302,9 @@ pub async fn run(
     )
     .await;
 
+    if let Some(v) = api.verifier.take() {
+        v.stop();
+    }
     let stats = stop::stop_shards(shards, &ev_rx, &mut flows, &mut parts, &opts).await;
     if let Some(l) = live.as_mut() {
         l.finish(&flows, &parts, &stats, Instant::now());

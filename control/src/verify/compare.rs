@@ -102,6 +102,30 @@ pub struct Difference {
     pub field: Option<Field>,
 }
 
+impl std::fmt::Display for Difference {
+    /// `value differs: source 12 target 40`, `missing: source 12 not at target 40`,
+    /// `extra: target 41`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = |o: Option<i64>| o.map_or("-".to_string(), |o| o.to_string());
+        match self.kind {
+            DifferenceKind::Mismatch => write!(
+                f,
+                "{} differs: source {} target {}",
+                self.field.map(|f| f.to_string()).unwrap_or_default(),
+                at(self.source_offset),
+                at(self.target_offset)
+            ),
+            DifferenceKind::Missing => write!(
+                f,
+                "missing: source {} not at target {}",
+                at(self.source_offset),
+                at(self.target_offset)
+            ),
+            DifferenceKind::Extra => write!(f, "extra: target {}", at(self.target_offset)),
+        }
+    }
+}
+
 /// Counts of one partition's comparison.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {

@@ -2,6 +2,7 @@
 //! chunk as the [`Comparer`] asks (one fetch per side in memory at a time) and gives the result.
 
 use std::cell::Cell;
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -24,6 +25,9 @@ pub struct PartitionInput {
     /// Where the comparison ends when it cannot reach `copied_end` (MirrorMaker's last offset
     /// sync is the last known position: see `super::syncs`).
     pub compare_end: Option<i64>,
+    /// Where the comparison starts at the earliest: continuous verification compares only what
+    /// was copied since its last round (`None`: from the start of the stored history).
+    pub compare_from: Option<i64>,
     /// Source ranges left out before reading, and why.
     pub not_compared: Vec<NotCompared>,
     pub source_compacted: bool,
@@ -54,6 +58,9 @@ pub struct PartitionResult {
     /// Target records past the stored progress's target end (copied since the progress was
     /// stored, or written by someone else when nothing is left to copy).
     pub target_ahead: i64,
+    /// Of `counts.extra`, the target records past the stored progress's target end that no
+    /// source record accounts for (nothing was left to copy: someone else wrote them).
+    pub extra_past_end: u64,
     pub not_compared: Vec<NotCompared>,
     pub first_difference: Option<Difference>,
     /// With `--sample`: how many source batches were compared (none: the whole range was).
@@ -89,6 +96,7 @@ impl PartitionResult {
             counts: Counts::default(),
             not_yet_copied: 0,
             target_ahead: 0,
+            extra_past_end: 0,
             not_compared: Vec::new(),
             first_difference: None,
             sampled_batches: None,
@@ -265,6 +273,57 @@ fn partition_seed(input: &PartitionInput) -> u64 {
         })
 }
 
+/// What is known of one partition before its records are read.
+pub fn partition_input(
+    source: TopicPartition,
+    target: TopicPartition,
+    entry: &crate::store::progress::Entry,
+    mapping: Option<&crate::offsets::mapping::PartitionMapping>,
+    (source_compacted, target_compacted): (bool, bool),
+) -> PartitionInput {
+    let acked = mapping.and_then(|m| m.acked_end());
+    PartitionInput {
+        source,
+        target,
+        runs: mapping
+            .map(|m| m.stored_runs().collect())
+            .unwrap_or_default(),
+        history_start: mapping.and_then(|m| m.start()),
+        copied_end: acked.map_or(entry.next_offset, |a| a.min(entry.next_offset)),
+        compare_end: None,
+        compare_from: None,
+        not_compared: Vec::new(),
+        source_compacted,
+        target_compacted,
+    }
+}
+
+/// Which of `topics` have `compact` in their cleanup policy (unknown counts as not compacted:
+/// then a record removed by a cleaner is reported missing, never hidden).
+pub async fn compacted(cluster: &Cluster, topics: &[String]) -> BTreeMap<String, bool> {
+    if topics.is_empty() {
+        return BTreeMap::new();
+    }
+    match cluster.describe_topic_configs(topics).await {
+        Ok(all) => all
+            .into_iter()
+            .map(|(topic, entries)| {
+                let compact = entries.ok().is_some_and(|es| {
+                    es.iter().any(|e| {
+                        e.name == "cleanup.policy"
+                            && e.value.as_deref().is_some_and(|v| v.contains("compact"))
+                    })
+                });
+                (topic, compact)
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the topics' cleanup.policy: records a cleaner removed will count as missing");
+            BTreeMap::new()
+        }
+    }
+}
+
 /// Log start and end (read_committed: the last stable offset) of `tp`.
 async fn bounds(cluster: &Cluster, tp: &TopicPartition) -> Result<(i64, i64), ClusterError> {
     let one = std::slice::from_ref(tp);
@@ -306,8 +365,12 @@ async fn verify(
     mode: Mode,
     progress: &Cell<u64>,
 ) -> Result<PartitionResult, ClusterError> {
-    let (source_start, source_end) = bounds(source, &input.source).await?;
+    // The target first: every record it holds then came from a source record that exists
+    // when the source is read next, so a target end past the stored progress with a source
+    // end that is not is a record strait did not copy (`extra` below), never a copy made
+    // between the two reads.
     let (target_start, target_end_now) = bounds(target, &input.target).await?;
+    let (source_start, source_end) = bounds(source, &input.source).await?;
     let mut not_compared = input.not_compared.clone();
     let Some(plan) = plan(input, source_start, &mut not_compared) else {
         return Ok(PartitionResult {
@@ -349,8 +412,10 @@ async fn verify(
     // With nothing left to copy, target records past the stored end were not written by
     // strait for this source: extra (unless the comparison stopped short of the copied end).
     let compared_to_the_end = plan.source_end >= input.copied_end;
+    let mut extra_past_end = 0;
     if compared_to_the_end && source_end <= plan.source_end && target_ahead > 0 {
-        counts.extra += target_ahead as u64;
+        extra_past_end = target_ahead as u64;
+        counts.extra += extra_past_end;
         first_difference.get_or_insert(Difference {
             kind: super::compare::DifferenceKind::Extra,
             source_offset: None,
@@ -370,6 +435,7 @@ async fn verify(
         } else {
             target_ahead
         },
+        extra_past_end,
         not_compared,
         first_difference,
         sampled_batches,
@@ -411,7 +477,13 @@ fn plan(
             reason: "before strait's stored history".into(),
         });
     }
-    let source_from = source_start.max(history);
+    let from = input.compare_from.unwrap_or(i64::MIN);
+    // What an earlier round compared is not left out again.
+    not_compared.retain_mut(|n| {
+        n.from = n.from.max(from);
+        n.from < n.to
+    });
+    let source_from = source_start.max(history).max(from);
     let source_end = input
         .compare_end
         .unwrap_or(input.copied_end)
