@@ -83,6 +83,37 @@ enum Command {
     /// skipped, 1 on a skip or a partition that cannot be checked, 3 when it cannot run (for
     /// example, the group is active on the target).
     Drill(DrillArgs),
+    /// The runbook's smoke test: produce one stamped record into a topic the flow replicates
+    /// (name one made for it), wait for it on the target, compare it field by field and check
+    /// that strait's stored mapping puts it where it was found. Exit status 0 when all holds,
+    /// 1 when not (not copied within the wait, different, or elsewhere than mapped), 3 when it
+    /// cannot run.
+    Smoke(SmokeArgs),
+}
+
+/// `strait smoke`'s arguments.
+#[derive(clap::Args, Debug)]
+struct SmokeArgs {
+    /// The mm2.properties file.
+    #[arg(long)]
+    config: PathBuf,
+    /// The flow (`source->target`); default the only enabled flow.
+    #[arg(long)]
+    flow: Option<String>,
+    /// The source topic the record is produced to; the flow must replicate it.
+    #[arg(long)]
+    topic: String,
+    /// Its partition.
+    #[arg(long, default_value_t = 0)]
+    partition: i32,
+    /// How long to wait for the copy on the target, and then for strait's stored progress past
+    /// it.
+    #[arg(long, default_value_t = strait_control::commands::smoke::DEFAULT_WAIT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    wait_seconds: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `strait drill`'s arguments.
@@ -323,6 +354,10 @@ fn main() -> ExitCode {
             ExitCode::from(3)
         }),
         Command::Drill(args) => drill(&args).unwrap_or_else(|e| {
+            eprintln!("strait: {e:#}");
+            ExitCode::from(3)
+        }),
+        Command::Smoke(args) => smoke(&args).unwrap_or_else(|e| {
             eprintln!("strait: {e:#}");
             ExitCode::from(3)
         }),
@@ -850,6 +885,22 @@ fn drill(args: &DrillArgs) -> anyhow::Result<ExitCode> {
     };
     let (rt, local) = command_runtime()?;
     let report = local.block_on(&rt, drill_command(&cfg, &opts))?;
+    print_report(&report, args.json, report.ok())
+}
+
+fn smoke(args: &SmokeArgs) -> anyhow::Result<ExitCode> {
+    use strait_control::commands::smoke::{SmokeOptions, smoke_command};
+    let Some(cfg) = load_or_report(&args.config) else {
+        return Ok(ExitCode::from(3));
+    };
+    let opts = SmokeOptions {
+        flow: args.flow.clone(),
+        topic: args.topic.clone(),
+        partition: args.partition,
+        wait: std::time::Duration::from_secs(args.wait_seconds),
+    };
+    let (rt, local) = command_runtime()?;
+    let report = local.block_on(&rt, smoke_command(&cfg, &opts))?;
     print_report(&report, args.json, report.ok())
 }
 

@@ -533,3 +533,83 @@ fn continuous_verification_reports_extra_missing_and_mismatched_records_in_its_f
     let exit = run.wait(std::time::Duration::from_secs(30));
     assert!(!exit.stderr.contains("panicked"), "{}", exit.stderr);
 }
+
+/// `strait smoke --json` on `cfg`: exit code, the report (null when none) and stderr.
+fn smoke(cfg: &Path, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(STRAIT)
+        .args(["smoke", "--json", "--config"])
+        .arg(cfg)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("strait smoke runs");
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// `strait smoke` while strait runs: the stamped record reaches the remote topic identical, at
+/// the target offset the stored mapping gives; a topic the flow does not copy is refused; with
+/// strait stopped, the record is reported not copied.
+#[test]
+fn smoke_finds_its_record_on_the_target_where_the_stored_mapping_puts_it() {
+    let tb = Testbed::get();
+    let tag = unique("smoke");
+    let topic = format!("{tag}-runbook");
+    create_topic(tb.source(), &topic, 2, &[]);
+    console_produce(tb.source(), &topic, Some("snappy"), &keyed_lines("s", 40));
+    let cfg = config(&format!("{tag}-.*"), "");
+    let run = Strait::start(Path::new(STRAIT), &cfg, &["--shards", "2"]);
+
+    let (code, report, stderr) = smoke(&cfg, &["--topic", &topic, "--partition", "1"]);
+    assert_eq!(code, 0, "{report:#}\n{stderr}\n{}", run.stderr());
+    let at = report["source_offset"].as_i64().expect("source_offset");
+    assert!(at >= 0, "{report:#}");
+    assert_eq!(report["target"], format!("A.{topic}-1"), "{report:#}");
+    // strait copies into a new remote partition from its start: the same offsets.
+    assert_eq!(report["target_offset"].as_i64(), Some(at), "{report:#}");
+    assert_eq!(report["mapped_offset"].as_i64(), Some(at), "{report:#}");
+    assert!(report["differing_field"].is_null(), "{report:#}");
+    assert!(report["latency_ms"].as_u64().is_some(), "{report:#}");
+    // The copy is the record Kafka's consumer reads on the target.
+    let copies = read_all(tb.target(), &format!("A.{topic}"));
+    let id = report["id"].as_str().expect("id");
+    assert!(
+        copies
+            .iter()
+            .any(|r| r.partition == 1 && r.offset == at && r.value.contains(id)),
+        "{report:#}"
+    );
+    // The table.
+    let out = Command::new(STRAIT)
+        .args(["smoke", "--config"])
+        .arg(&cfg)
+        .args(["--topic", &topic])
+        .output()
+        .expect("strait smoke runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("OK: the record reached the target identical"),
+        "{text}"
+    );
+
+    let (code, _, stderr) = smoke(&cfg, &["--topic", &format!("other-{tag}")]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("does not replicate topic"), "{stderr}");
+
+    run.signal("TERM");
+    let exit = run.wait(std::time::Duration::from_secs(30));
+    assert_eq!(exit.code, Some(0), "{}", exit.stderr);
+    let (code, report, stderr) = smoke(&cfg, &["--topic", &topic, "--wait-seconds", "3"]);
+    assert_eq!(code, 1, "{report:#}\n{stderr}");
+    assert!(report["target_offset"].is_null(), "{report:#}");
+    assert!(
+        report["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("not on the target within 3 s")),
+        "{report:#}"
+    );
+}

@@ -3,6 +3,7 @@
 //! - [`migrate`]: `strait offsets import-mm2` and `export-mm2`.
 //! - [`translate`]: `strait offsets translate`.
 //! - [`verify`]: `strait verify`, record-level proof of the copy.
+//! - [`smoke`]: `strait smoke`, one stamped record through the flow, checked on the target.
 //! - [`drill`]: `strait drill`, the failover rehearsal for one group.
 //! - [`ctl`]: `strait ctl`, the REST API's client.
 //! - [`preflight`]: `strait check --connect`, the permissions each flow needs on its clusters.
@@ -13,6 +14,7 @@ pub mod ctl;
 pub mod drill;
 pub mod migrate;
 pub mod preflight;
+pub mod smoke;
 pub mod translate;
 pub mod verify;
 
