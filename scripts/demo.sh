@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job on a local default: build strait, start the two-cluster test bed, generate traffic
-# on the source with Kafka's own producer, replicate it with strait, and show the result.
+# on the source with Kafka's own producer, replicate it with strait, and show the result; then the
+# runbook's evidence: `strait smoke` (one stamped record through a running strait) and
+# `strait verify` (every copied record compared with its source).
 #
 # Environment:
 #   DEMO_RECORDS     records to produce with kafka-producer-perf-test [200000]
@@ -67,6 +69,11 @@ printf 'app:demo,run:%s\tkey-%s\tvalue-%s\n' "$run_id" 1 1 "$run_id" 2 2 "$run_i
   "$STRAIT_SCRIPTS_DIR/kafka-tool" kafka-console-producer --bootstrap-server "$src" --topic "$keyed" \
     --property parse.key=true --property parse.headers=true >/dev/null
 
+# The smoke test's own topic (a runbook never writes test records into an application's topic).
+smoke="$topic-smoke"
+"$STRAIT_SCRIPTS_DIR/kafka-tool" kafka-topics --bootstrap-server "$src" --create \
+  --topic "$smoke" --partitions 1 --replication-factor 1 >/dev/null
+
 cat >"$work/mm2.properties" <<PROPS
 # Written by scripts/demo.sh: one flow, source -> target, every demo topic.
 clusters = source, target
@@ -118,5 +125,18 @@ if [[ "$n_src" == "$n_dst" ]]; then
 else
   strait_die "the target holds $n_dst records, the source $n_src"
 fi
+
+say "runbook: strait smoke while strait runs, then strait verify"
+"$strait_bin" run --config "$work/mm2.properties" 2>"$work/strait-runbook.log" &
+strait_pid=$!
+if ! "$strait_bin" smoke --config "$work/mm2.properties" --topic "$smoke"; then
+  kill -TERM "$strait_pid" 2>/dev/null || true
+  wait "$strait_pid" || true
+  strait_die "strait smoke failed (strait's log: $work/strait-runbook.log)"
+fi
+kill -TERM "$strait_pid"
+wait "$strait_pid" || strait_die "strait run did not stop cleanly (log: $work/strait-runbook.log)"
+"$strait_bin" verify --config "$work/mm2.properties" --topics "$topic.*" ||
+  strait_die "strait verify found differences"
 echo "Run it again: it resumes from its stored progress and copies nothing twice."
 echo "Config and log: $work. Stop the clusters with: scripts/testbed down"

@@ -27,6 +27,16 @@ fn the_demo_replicates_and_shows_the_keyed_records_it_wrote() {
         stdout.contains("OK: the target holds all 5000 records of the source."),
         "stdout:\n{stdout}"
     );
+    // The runbook's evidence: the smoke record went through the running strait, and verify
+    // compared every copied record of the demo's topics.
+    assert!(
+        stdout.contains("OK: the record reached the target identical, where the stored mapping says"),
+        "stdout:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("OK: flow source->target (full), 4 partitions, 5004 records compared, 5004 matched, 0 missing, 0 extra, 0 mismatched"),
+        "stdout:\n{stdout}"
+    );
     // The sample shows the three keyed records with their headers, as the demo promises.
     let sample: Vec<&str> = stdout
         .lines()
