@@ -89,6 +89,48 @@ enum Command {
     /// 1 when not (not copied within the wait, different, or elsewhere than mapped), 3 when it
     /// cannot run.
     Smoke(SmokeArgs),
+    /// Planned failover of a flow's topics to the target: validate, wait until strait copied
+    /// everything, check that no producer still writes to the source, stop the topics in every
+    /// strait run (a stored state), move the named groups' offsets to the target and print the
+    /// evidence. Resumable: a second run goes on from the stored state. Exit status 0 when
+    /// done (or a dry run), 1 when refused (lag, producers, active groups), 3 when it cannot run.
+    Failover(FailoverArgs),
+}
+
+/// `strait failover`'s arguments.
+#[derive(clap::Args, Debug)]
+struct FailoverArgs {
+    /// The mm2.properties file.
+    #[arg(long)]
+    config: PathBuf,
+    /// The flow (`source->target`); default the only enabled flow.
+    #[arg(long)]
+    flow: Option<String>,
+    /// Only source topics whose whole name matches this regex (default: every topic of the
+    /// flow with stored progress).
+    #[arg(long)]
+    topics: Option<String>,
+    /// Consumer groups whose offsets move to the target (comma-separated; each must be empty
+    /// there).
+    #[arg(long, value_delimiter = ',')]
+    groups: Vec<String>,
+    /// Check everything as it is now (no waiting) and write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Go on although producers still write to the source.
+    #[arg(long)]
+    force: bool,
+    /// How long to wait for the lag to reach zero.
+    #[arg(long, default_value_t = strait_control::commands::failover::DEFAULT_WAIT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    wait_seconds: u64,
+    /// Over how long the source's ends must not move.
+    #[arg(long, default_value_t = strait_control::commands::failover::DEFAULT_QUIET.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    quiet_seconds: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `strait smoke`'s arguments.
@@ -354,6 +396,10 @@ fn main() -> ExitCode {
             ExitCode::from(3)
         }),
         Command::Drill(args) => drill(&args).unwrap_or_else(|e| {
+            eprintln!("strait: {e:#}");
+            ExitCode::from(3)
+        }),
+        Command::Failover(args) => failover(&args).unwrap_or_else(|e| {
             eprintln!("strait: {e:#}");
             ExitCode::from(3)
         }),
@@ -885,6 +931,32 @@ fn drill(args: &DrillArgs) -> anyhow::Result<ExitCode> {
     };
     let (rt, local) = command_runtime()?;
     let report = local.block_on(&rt, drill_command(&cfg, &opts))?;
+    print_report(&report, args.json, report.ok())
+}
+
+fn failover(args: &FailoverArgs) -> anyhow::Result<ExitCode> {
+    use strait_control::commands::failover::{FailoverOptions, failover_command};
+    let Some(cfg) = load_or_report(&args.config) else {
+        return Ok(ExitCode::from(3));
+    };
+    let topics = match &args.topics {
+        Some(t) => Some(regex::Regex::new(t).with_context(|| format!("--topics {t}"))?),
+        None => None,
+    };
+    let opts = FailoverOptions {
+        flow: args.flow.clone(),
+        topics,
+        groups: args.groups.clone(),
+        dry_run: args.dry_run,
+        force: args.force,
+        wait: std::time::Duration::from_secs(args.wait_seconds),
+        quiet: std::time::Duration::from_secs(args.quiet_seconds),
+    };
+    let (rt, local) = command_runtime()?;
+    let report = local.block_on(
+        &rt,
+        failover_command(&cfg, &opts, |line| eprintln!("strait failover: {line}")),
+    )?;
     print_report(&report, args.json, report.ok())
 }
 

@@ -30,7 +30,8 @@ fn the_demo_replicates_and_shows_the_keyed_records_it_wrote() {
     // The runbook's evidence: the smoke record went through the running strait, and verify
     // compared every copied record of the demo's topics.
     assert!(
-        stdout.contains("OK: the record reached the target identical, where the stored mapping says"),
+        stdout
+            .contains("OK: the record reached the target identical, where the stored mapping says"),
         "stdout:\n{stdout}"
     );
     assert!(

@@ -37,6 +37,8 @@ pub(super) struct ApiLink {
     pub(super) unheld: Unheld,
     /// Continuous verification, when on: what it found goes into every snapshot.
     pub(super) verifier: Option<super::verifier::Verifier>,
+    /// The stored failover state, read every few seconds.
+    pub(super) failover: super::failover::FailoverWatch,
 }
 
 /// How often the API's snapshot is refreshed.
@@ -60,6 +62,7 @@ impl ApiLink {
             shard_backlogs: Vec::new(),
             unheld: Unheld::default(),
             verifier: None,
+            failover: super::failover::FailoverWatch::default(),
         }
     }
 

@@ -251,6 +251,12 @@ async fn run_duties(
     )
     .await;
     api.apply_commands(flows, parts, shards).await;
+    let _ = with_deadline(
+        "failover state",
+        api.failover
+            .apply_if_due(flows, parts, shards, &mut api.holds, Instant::now()),
+    )
+    .await;
     api.publish_if_due(flows, parts, stats, opts);
     let now = Instant::now();
     if gate.singleton {

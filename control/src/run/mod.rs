@@ -10,6 +10,7 @@
 //! - `reload`: configuration reload (API, SIGHUP); `progress`: live progress.
 //! - `stop`: the shards' final reports, the last offset syncs, the final progress.
 //! - `unheld`: what the API lists of the partitions of a member out of its group.
+//! - `failover`: the stored failover state, honoured at start and watched while running.
 //! - `verifier`: continuous verification (`strait.verify.*`) on a thread of its own.
 
 mod api_link;
@@ -18,6 +19,7 @@ mod commands;
 mod control;
 mod discovery;
 mod events;
+mod failover;
 pub mod group;
 mod observe;
 mod outbox;
@@ -38,6 +40,7 @@ use strait_dataplane::shard::{ClusterEndpoint, ShardStats};
 use strait_dataplane::wire::WireError;
 
 pub use self::control::{DUTY_DEADLINE, TICK};
+pub use self::failover::WATCH_INTERVAL as FAILOVER_WATCH_INTERVAL;
 pub use self::start::TEST_COMMAND_CHANNEL_ENV;
 pub use self::stop::SHUTDOWN_DEADLINE;
 pub use self::verifier::VerifySettings;
@@ -260,6 +263,7 @@ pub async fn run(
     heartbeats.start().await;
     let mut flows = Vec::new();
     for plan in plans {
+        let plan = failover::exclude_failed_over(plan).await;
         flows.push(start::open_flow(plan, &instance, started).await?);
     }
     let (shards, ev_rx) = start::spawn_shards(&opts)?;

@@ -5,10 +5,12 @@
 //! - [`progress`]: strait's progress per source partition (`strait-progress.<source>.internal`).
 //! - [`mapping`]: the exact offset mapping stored with the progress, in chunks.
 //! - [`liveness`]: the liveness record kept in the progress topic, and judging it.
+//! - [`failover`]: which topics of a flow were failed over (`strait-failover.internal`).
 //! - [`topics`]: creating the compacted single-partition topics strait and MM2 use.
 //! - [`checkpoints`], [`offset_syncs`]: reading MM2's checkpoints and offset syncs back at start.
 
 pub mod checkpoints;
+pub mod failover;
 pub mod liveness;
 pub mod mapping;
 pub mod offset_syncs;

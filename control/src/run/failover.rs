@@ -1,0 +1,116 @@
+//! What `strait run` does with the stored failover state (`store::failover`): at start a
+//! flow's failed-over topics are left out of its topic filter, so they are never assigned;
+//! while it runs, every [`WATCH_INTERVAL`] the state is read again and the partitions of
+//! newly failed-over topics that this member holds are stopped like an operator's stop
+//! (progress flushed, listed `STOPPED`). Every member of a group reads it, so whichever holds a
+//! partition stops it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use strait_dataplane::shard::{FlowId, ShardCommand};
+
+use super::FlowRuntime;
+use super::assign::Partitions;
+use super::commands::{Hold, Holds};
+use super::outbox::Shards;
+use crate::duties::offsets::cluster_for;
+use crate::plan::FlowPlan;
+use crate::store::failover;
+
+/// How often a running strait reads the failover state.
+pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Leaves the topics a stored failover stopped out of `plan`'s filter. A state that cannot be
+/// read is logged and the plan kept (the watch stops them once it reads it).
+pub(super) async fn exclude_failed_over(mut plan: FlowPlan) -> FlowPlan {
+    let name = format!("{}->{}", plan.source, plan.target);
+    let client = &plan.config.clients.target_admin.client;
+    let cluster = match cluster_for(&name, "target admin", client) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(flow = %name, error = %e, "cannot read the failover state");
+            return plan;
+        }
+    };
+    let topics = match failover::read_all(&cluster).await {
+        Ok(mut all) => match all.remove(&name) {
+            Some(rec) => rec.topics,
+            None => return plan,
+        },
+        Err(e) => {
+            tracing::warn!(flow = %name, error = %e, "cannot read {}; failed-over topics are stopped once it answers", failover::TOPIC);
+            return plan;
+        }
+    };
+    tracing::warn!(flow = %name, topics = ?topics, "these topics were failed over (strait failover): not replicated");
+    let inner = std::mem::replace(&mut plan.should_replicate, Box::new(|_| false));
+    plan.should_replicate = Box::new(move |t| !topics.contains(t) && inner(t));
+    plan
+}
+
+/// The watch of the failover state while the run goes on.
+#[derive(Debug, Default)]
+pub(super) struct FailoverWatch {
+    last_read: Option<Instant>,
+    /// Each flow's failed-over topics at the last read.
+    stopped: BTreeMap<FlowId, BTreeSet<String>>,
+}
+
+impl FailoverWatch {
+    /// Reads the state when [`WATCH_INTERVAL`] has passed and stops the held partitions of
+    /// failed-over topics.
+    pub(super) async fn apply_if_due(
+        &mut self,
+        flows: &mut [FlowRuntime],
+        parts: &mut Partitions,
+        shards: &Shards,
+        holds: &mut Holds,
+        now: Instant,
+    ) {
+        if self
+            .last_read
+            .is_some_and(|t| now.duration_since(t) < WATCH_INTERVAL)
+        {
+            return;
+        }
+        self.last_read = Some(now);
+        for (fid, f) in flows.iter_mut().enumerate().filter(|(_, f)| !f.retired) {
+            let fid = fid as FlowId;
+            let topics = match failover::read_all(&f.target).await {
+                Ok(mut all) => all.remove(&f.name()).map(|r| r.topics).unwrap_or_default(),
+                Err(e) => {
+                    tracing::debug!(flow = %f.name(), error = %e, "cannot read the failover state; next read tries again");
+                    continue;
+                }
+            };
+            if topics.is_empty() {
+                continue;
+            }
+            let mut stopped = 0;
+            for (key, st) in parts.iter_mut() {
+                if key.flow != fid
+                    || !topics.contains(&*key.topic)
+                    || !st.assigned
+                    || holds.get(key) == Some(&Hold::Stopped)
+                {
+                    continue;
+                }
+                if let Err(e) = shards.send(st.shard, ShardCommand::Pause(key.clone())) {
+                    tracing::warn!(flow = %f.name(), partition = %format!("{}-{}", key.topic, key.partition), error = %e, "cannot stop a failed-over partition yet; next read tries again");
+                    continue;
+                }
+                holds.insert(key.clone(), Hold::Stopped);
+                st.paused = true;
+                stopped += 1;
+            }
+            if stopped > 0 || self.stopped.get(&fid) != Some(&topics) {
+                tracing::warn!(flow = %f.name(), topics = ?topics, partitions = stopped, "failed over (strait failover): these topics are no longer replicated");
+                if let Err(e) = f.flush_progress().await {
+                    tracing::warn!(error = %e, "cannot write progress after a failover stop; will retry");
+                }
+            }
+            self.stopped.insert(fid, topics);
+        }
+    }
+}
