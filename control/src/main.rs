@@ -107,7 +107,7 @@ struct FailoverArgs {
     #[arg(long)]
     flow: Option<String>,
     /// Only source topics whose whole name matches this regex (default: every topic of the
-    /// flow with stored progress).
+    /// flow with stored progress but MirrorMaker's heartbeats topics).
     #[arg(long)]
     topics: Option<String>,
     /// Consumer groups whose offsets move to the target (comma-separated; each must be empty

@@ -44,7 +44,7 @@ pub const DEFAULT_QUIET: Duration = Duration::from_secs(10);
 pub struct FailoverOptions {
     pub flow: Option<String>,
     /// Only source topics whose whole name matches (default: every topic of the flow with
-    /// stored progress).
+    /// stored progress but the heartbeats topics).
     pub topics: Option<regex::Regex>,
     /// Groups whose offsets are moved to the target.
     pub groups: Vec<String>,
@@ -510,8 +510,11 @@ impl<P: FnMut(&str)> Run<'_, P> {
     }
 }
 
+/// Whether the failover covers `topic`: a topic of the flow matching `--topics`; without it,
+/// every topic but MirrorMaker's heartbeats (they keep telling that the flow runs).
 fn selected(flow: &FlowConfig, opts: &FailoverOptions, topic: &str) -> bool {
     flow.should_replicate_topic(topic)
+        && (opts.topics.is_some() || !flow.replication_policy.is_heartbeats_topic(topic))
         && opts.topics.as_ref().is_none_or(|re| {
             re.find(topic)
                 .is_some_and(|m| m.start() == 0 && m.end() == topic.len())

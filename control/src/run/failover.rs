@@ -20,6 +20,14 @@ use crate::store::failover;
 
 /// How often a running strait reads the failover state.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+/// After a read that failed or timed out (the target does not answer), the next waits this
+/// long: the control loop must not spend its turns on a cluster that is away.
+const AFTER_FAILURE: Duration = Duration::from_secs(15);
+/// The read at start gives up after this long (the target does not answer: nothing is copied
+/// then anyway).
+const START_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// A read gives up after this long.
+const READ_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Leaves the topics a stored failover stopped out of `plan`'s filter. A state that cannot be
 /// read is logged and the plan kept (the watch stops them once it reads it).
@@ -33,12 +41,17 @@ pub(super) async fn exclude_failed_over(mut plan: FlowPlan) -> FlowPlan {
             return plan;
         }
     };
-    let topics = match failover::read_all(&cluster).await {
-        Ok(mut all) => match all.remove(&name) {
+    let read = tokio::time::timeout(START_READ_TIMEOUT, failover::read_all(&cluster)).await;
+    let topics = match read {
+        Ok(Ok(mut all)) => match all.remove(&name) {
             Some(rec) => rec.topics,
             None => return plan,
         },
-        Err(e) => {
+        Err(_) => {
+            tracing::warn!(flow = %name, "reading {} timed out; failed-over topics are stopped once it answers", failover::TOPIC);
+            return plan;
+        }
+        Ok(Err(e)) => {
             tracing::warn!(flow = %name, error = %e, "cannot read {}; failed-over topics are stopped once it answers", failover::TOPIC);
             return plan;
         }
@@ -53,6 +66,8 @@ pub(super) async fn exclude_failed_over(mut plan: FlowPlan) -> FlowPlan {
 #[derive(Debug, Default)]
 pub(super) struct FailoverWatch {
     last_read: Option<Instant>,
+    /// How long after `last_read` the next read is due.
+    next_after: Duration,
     /// Each flow's failed-over topics at the last read.
     stopped: BTreeMap<FlowId, BTreeSet<String>>,
 }
@@ -70,17 +85,26 @@ impl FailoverWatch {
     ) {
         if self
             .last_read
-            .is_some_and(|t| now.duration_since(t) < WATCH_INTERVAL)
+            .is_some_and(|t| now.duration_since(t) < self.next_after)
         {
             return;
         }
         self.last_read = Some(now);
+        self.next_after = WATCH_INTERVAL;
         for (fid, f) in flows.iter_mut().enumerate().filter(|(_, f)| !f.retired) {
             let fid = fid as FlowId;
-            let topics = match failover::read_all(&f.target).await {
-                Ok(mut all) => all.remove(&f.name()).map(|r| r.topics).unwrap_or_default(),
-                Err(e) => {
-                    tracing::debug!(flow = %f.name(), error = %e, "cannot read the failover state; next read tries again");
+            let topics = match tokio::time::timeout(READ_TIMEOUT, failover::read_all(&f.target))
+                .await
+            {
+                Ok(Ok(mut all)) => all.remove(&f.name()).map(|r| r.topics).unwrap_or_default(),
+                Ok(Err(e)) => {
+                    tracing::debug!(flow = %f.name(), error = %e, "cannot read the failover state; tries again in 15 s");
+                    self.next_after = AFTER_FAILURE;
+                    continue;
+                }
+                Err(_) => {
+                    tracing::debug!(flow = %f.name(), "reading the failover state timed out; tries again in 15 s");
+                    self.next_after = AFTER_FAILURE;
                     continue;
                 }
             };
