@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use strait_tests::api::produce_round_robin;
-use strait_tests::log::{create_topic, offsets};
+use strait_tests::log::{create_topic, offsets, stored_progress};
 use strait_tests::strait::Strait;
 use strait_tests::translation::{consume, read_all};
 use strait_tests::{Testbed, testbed_clusters_config, unique};
@@ -71,6 +71,20 @@ fn statuses(report: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Until strait stored progress for the flow (the failover fails over what it stored).
+fn wait_stored(flow: &str, run: &Strait) {
+    let alias = flow.split("->").next().expect("flow");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while stored_progress(Testbed::get().target(), alias).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no stored progress: {}",
+            run.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn end_sum(bootstrap: &str, topic: &str) -> i64 {
     offsets(bootstrap, topic).iter().map(|o| o.1).sum()
 }
@@ -81,12 +95,13 @@ fn planned_failover_moves_a_group_exactly_and_keeps_the_topic_stopped() {
     let topic = unique("fo-orders");
     create_topic(tb.source(), &topic, 2, &[]);
     produce_round_robin(&topic, "before-", 200);
-    let (cfg, _flow, remote) = flow_config(&topic);
+    let (cfg, flow, remote) = flow_config(&topic);
     let group = unique("fo-app");
     // The group consumed part of the topic on the source.
     let consumed = consume(tb.source(), &group, &topic, 70);
     assert_eq!(consumed.len(), 70);
     let run = Strait::start(Path::new(STRAIT), &cfg, &["--shards", "2"]);
+    wait_stored(&flow, &run);
     // Live production while strait copies; it stops before the failover.
     produce_round_robin(&topic, "during-", 300);
     let all_source: BTreeSet<String> = read_all(tb.source(), &topic)
@@ -202,8 +217,9 @@ fn failover_refuses_while_a_producer_writes_and_a_killed_run_is_completed_by_the
     let topic = unique("fo-busy");
     create_topic(tb.source(), &topic, 1, &[]);
     produce_round_robin(&topic, "a-", 100);
-    let (cfg, _flow, remote) = flow_config(&topic);
+    let (cfg, flow, remote) = flow_config(&topic);
     let run = Strait::start(Path::new(STRAIT), &cfg, &["--shards", "1"]);
+    wait_stored(&flow, &run);
 
     // A producer still writing (Kafka's perf producer, 50 records/s).
     let mut producer = Command::new(strait_tests::repo_root().join("scripts/kafka-tool"))
