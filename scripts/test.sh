@@ -5,7 +5,8 @@
 # Steps: cargo fmt --check, cargo clippy -D warnings, shellcheck of every script in scripts/ (CI=true
 # fails without shellcheck; elsewhere a missing one is logged),
 # fetch Kafka, install Toxiproxy, build the tests, `readme-tables --check` (the READMEs' figures
-# are those of the result files), a short run of every fuzz target
+# are those of the result files), `check-deploy` (the systemd units, the Kubernetes manifests
+# and each pod's config, the Dockerfile's settings), a short run of every fuzz target
 # (scripts/fuzz-smoke), `testbed up`, `oldkafka up 2.8 3.9` (the old-cluster tests' clusters,
 # control/tests/legacy.rs), cargo test --workspace --all-targets, then every fault scenario in
 # its short profile (`testbed up fsource ftarget`, tests/tests/faults.rs with
@@ -130,6 +131,11 @@ cargo test -p strait-tests --test faults --no-run
 # without regenerating them fails here (scripts/readme-tables rewrites them).
 step "README figures current"
 "$STRAIT_SCRIPTS_DIR/readme-tables" --check
+
+# deploy/: the units verified, the manifests rendered and checked offline, `strait check` on each
+# pod's config (distinct static member ids). Uses the strait binary the test build made.
+step "deploy files"
+"$STRAIT_SCRIPTS_DIR/check-deploy" --strait "${CARGO_TARGET_DIR:-target}/debug/strait"
 
 # Every fuzz target built with coverage instrumentation and run a few seconds from its seeds
 # (long runs: fuzz/README.md). Before the brokers start, for the same reason as the build.
