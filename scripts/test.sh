@@ -5,8 +5,10 @@
 # Steps: cargo fmt --check, cargo clippy -D warnings, shellcheck of every script in scripts/ (CI=true
 # fails without shellcheck; elsewhere a missing one is logged),
 # fetch Kafka, install Toxiproxy, build the tests, `readme-tables --check` (the READMEs' figures
-# are those of the result files), a short run of every fuzz target
-# (scripts/fuzz-smoke), `testbed up`, `oldkafka up 2.8 3.9` (the old-cluster tests' clusters,
+# are those of the result files), `check-deploy` (the systemd units, the Kubernetes manifests
+# and each pod's config, the Dockerfile's settings), a short run of every fuzz target
+# (scripts/fuzz-smoke), `testbed up`, `systemd-smoke` (strait under the systemd unit, in a
+# systemd-nspawn container), `oldkafka up 2.8 3.9` (the old-cluster tests' clusters,
 # control/tests/legacy.rs), cargo test --workspace --all-targets, then every fault scenario in
 # its short profile (`testbed up fsource ftarget`, tests/tests/faults.rs with
 # STRAIT_FAULTS_PROFILE=short, each checked for its result row, their table), and `testbed down` /
@@ -131,6 +133,11 @@ cargo test -p strait-tests --test faults --no-run
 step "README figures current"
 "$STRAIT_SCRIPTS_DIR/readme-tables" --check
 
+# deploy/: the units verified, the manifests rendered and checked offline, `strait check` on each
+# pod's config (distinct static member ids). Uses the strait binary the test build made.
+step "deploy files"
+"$STRAIT_SCRIPTS_DIR/check-deploy" --strait "${CARGO_TARGET_DIR:-target}/debug/strait"
+
 # Every fuzz target built with coverage instrumentation and run a few seconds from its seeds
 # (long runs: fuzz/README.md). Before the brokers start, for the same reason as the build.
 step "fuzz smoke"
@@ -145,6 +152,17 @@ testbed_note="test bed: already running, left up"
 [[ -s "$started_file" ]] && testbed_note="test bed: started by this run"
 eval "$("$STRAIT_SCRIPTS_DIR/testbed" env)"
 export STRAIT_REQUIRE_TESTBED=1
+
+# strait started under deploy/systemd/strait.service by a real systemd, booted in a container
+# (PID 1 here is not systemd): user, hardening, io_uring, reload, restart, stop (13 s).
+step "systemd smoke"
+if command -v systemd-nspawn >/dev/null 2>&1 && ((EUID == 0)); then
+  "$STRAIT_SCRIPTS_DIR/systemd-smoke" --strait "${CARGO_TARGET_DIR:-target}/debug/strait"
+elif [[ "${CI:-}" == true ]]; then
+  strait_die "systemd-nspawn (Debian: systemd-container) and root are needed to start strait under systemd"
+else
+  strait_log "systemd-nspawn or root missing: strait was NOT started under systemd (Debian: apt-get install systemd-container; under CI=true this fails)"
+fi
 
 # Kafka 2.8.2 (ZooKeeper) and 3.9.1 (KRaft) for control/tests/legacy.rs, started side by side
 # (17 s for both against 10 s for 2.8 alone on a busy 2-core machine; the 3.9 tests add about a

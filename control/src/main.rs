@@ -14,7 +14,8 @@ use strait_dataplane::io::{IoChoice, select_backend};
 #[derive(Parser, Debug)]
 #[command(
     name = "strait",
-    version,
+    // The commit comes from build.rs (`unknown` outside git, `-dirty` with local changes).
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("STRAIT_GIT_COMMIT"), ")"),
     about = "Kafka replication, drop-in for MirrorMaker 2"
 )]
 struct Cli {
