@@ -129,6 +129,14 @@ struct FailoverArgs {
     #[arg(long, default_value_t = strait_control::commands::failover::DEFAULT_QUIET.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     quiet_seconds: u64,
+    /// Unplanned: the source does not answer. No producer check, no lag wait; groups move to
+    /// strait's last checkpoints; the report gives the recovery point per partition.
+    #[arg(long)]
+    source_unavailable: bool,
+    /// A running strait's REST API (`host:port`, plain HTTP, `strait.api.token` sent), asked
+    /// for the source ends it last saw (default: `strait.api.listen` when it names a port).
+    #[arg(long)]
+    api: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -952,6 +960,22 @@ fn failover(args: &FailoverArgs) -> anyhow::Result<ExitCode> {
         force: args.force,
         wait: std::time::Duration::from_secs(args.wait_seconds),
         quiet: std::time::Duration::from_secs(args.quiet_seconds),
+        source_unavailable: args.source_unavailable,
+        api: args
+            .api
+            .clone()
+            .or_else(|| {
+                cfg.strait
+                    .api_listen
+                    .value
+                    .filter(|a| a.port() != 0)
+                    .map(|a| a.to_string())
+            })
+            .map(|addr| strait_control::commands::ctl::Client {
+                addr,
+                token: cfg.strait.api_token.value.clone(),
+                tls: None,
+            }),
     };
     let (rt, local) = command_runtime()?;
     let report = local.block_on(

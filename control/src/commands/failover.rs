@@ -30,7 +30,9 @@ use crate::cluster::{
 };
 use crate::config::{FlowConfig, Mm2Config};
 use crate::duties::offsets::{OffsetsError, cluster_for};
+use crate::offsets::CheckpointStore;
 use crate::offsets::mapping::{PartitionMapping, Translation};
+use crate::store::checkpoints::load_checkpoints;
 use crate::store::failover::{self, FailoverRecord, Stage};
 use crate::store::progress;
 
@@ -53,6 +55,12 @@ pub struct FailoverOptions {
     pub force: bool,
     pub wait: Duration,
     pub quiet: Duration,
+    /// Unplanned: the source does not answer. No producer check and no lag wait; groups move
+    /// to strait's last checkpoints; the report gives the recovery point.
+    pub source_unavailable: bool,
+    /// A running strait's API (`host:port`), asked for the source ends it last saw (unplanned
+    /// failover); `None`: not asked.
+    pub api: Option<super::ctl::Client>,
 }
 
 /// Why the failover stopped.
@@ -86,10 +94,19 @@ pub struct StepReport {
 pub struct PartitionEvidence {
     pub source: String,
     pub target: String,
-    /// The source's end: every record below it is on the target.
+    /// Every source record below it is on the target (strait's stored progress): the source's
+    /// end in a planned failover, the recovery point in an unplanned one.
     pub source_end: i64,
     /// Where the target's copy of the source's end is (the remote partition's next offset).
     pub target_offset: Option<i64>,
+    /// Unplanned failover: the source's end the running strait last saw, and the records and
+    /// seconds between it and what was copied (possibly lost); `None` when not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_end_last_seen: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub records_possibly_lost: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds_possibly_lost: Option<f64>,
 }
 
 /// One group partition moved to the target.
@@ -101,6 +118,8 @@ pub struct GroupRow {
     pub target_offset: Option<i64>,
     /// From the stored exact mapping (else MirrorMaker's rule: may re-read, never skips).
     pub exact: bool,
+    /// `stored mapping`, or `last checkpoint` (unplanned: the source's offsets are not read).
+    pub via: &'static str,
 }
 
 /// One group's move.
@@ -117,6 +136,8 @@ pub struct GroupEvidence {
 pub struct FailoverReport {
     pub flow: String,
     pub dry_run: bool,
+    /// `false` with `--source-unavailable`.
+    pub planned: bool,
     pub topics: Vec<String>,
     pub steps: Vec<StepReport>,
     pub partitions: Vec<PartitionEvidence>,
@@ -177,6 +198,7 @@ pub async fn failover_command(
         report: FailoverReport {
             flow: name,
             dry_run: opts.dry_run,
+            planned: !opts.source_unavailable,
             topics: Vec::new(),
             steps: Vec::new(),
             partitions: Vec::new(),
@@ -279,6 +301,15 @@ impl<P: FnMut(&str)> Run<'_, P> {
 
     async fn lag(&mut self) -> Result<bool, FailoverError> {
         let t = Instant::now();
+        if self.opts.source_unavailable {
+            self.step(
+                "lag",
+                "skipped",
+                t,
+                "--source-unavailable: what is not copied is reported below".into(),
+            );
+            return Ok(true);
+        }
         if self.done_before() {
             let err = self.err("reading the source's ends and strait's progress");
             let (_, since) = wait_lag_zero(
@@ -338,6 +369,10 @@ impl<P: FnMut(&str)> Run<'_, P> {
 
     async fn quiet(&mut self) -> Result<bool, FailoverError> {
         let t = Instant::now();
+        if self.opts.source_unavailable {
+            self.step("quiet", "skipped", t, "--source-unavailable".into());
+            return Ok(true);
+        }
         if self.earlier.is_some() {
             self.step(
                 "quiet",
@@ -403,6 +438,14 @@ impl<P: FnMut(&str)> Run<'_, P> {
             // Running instances read it every 2 s and flush their progress.
             tokio::time::sleep(crate::run::FAILOVER_WATCH_INTERVAL * 2).await;
         }
+        if self.opts.source_unavailable {
+            let detail = format!(
+                "{} stores the failover (unplanned); every strait run of the flow stops these topics",
+                failover::TOPIC
+            );
+            self.step("stop", if already { "skipped" } else { "done" }, t, detail);
+            return Ok(true);
+        }
         let err = self.err("reading the source's ends and strait's progress");
         let (_, lagging) = wait_lag_zero(
             &self.cl,
@@ -438,7 +481,7 @@ impl<P: FnMut(&str)> Run<'_, P> {
             stage,
             topics: BTreeSet::new(),
             groups: BTreeSet::new(),
-            planned: true,
+            planned: !self.opts.source_unavailable,
             started_ms: now_ms,
             updated_ms: now_ms,
         });
@@ -467,18 +510,31 @@ impl<P: FnMut(&str)> Run<'_, P> {
             self.cfg.strait.mapping_max_runs_per_partition.value,
         )
         .await;
+        let no_commit = self.opts.dry_run || self.done_before();
+        // Unplanned: the groups' source offsets cannot be read; strait's last checkpoints
+        // (on the target) are where they were.
+        let mut checkpoints = None;
+        if self.opts.source_unavailable && !self.opts.groups.is_empty() {
+            let mut store = CheckpointStore::default();
+            let (_, read) = load_checkpoints(self.flow, &self.cl.target, &mut store).await;
+            store.finish_load(read);
+            checkpoints = Some(store);
+        }
         for g in &self.opts.groups {
-            let err = self.err("moving a group's offsets");
-            let ev = move_group(
-                &self.cl,
-                self.flow,
-                g,
-                &self.tps,
-                &mappings,
-                self.opts.dry_run || self.done_before(),
-            )
-            .await
-            .map_err(err)?;
+            let ev = match &checkpoints {
+                Some(store) => {
+                    let err = self.err("committing a group's checkpoints on the target");
+                    move_group_to_checkpoints(&self.cl, self.flow, g, &self.tps, store, no_commit)
+                        .await
+                        .map_err(err)?
+                }
+                None => {
+                    let err = self.err("moving a group's offsets");
+                    move_group(&self.cl, self.flow, g, &self.tps, &mappings, no_commit)
+                        .await
+                        .map_err(err)?
+                }
+            };
             self.report.groups.push(ev);
         }
         let detail = format!("{} groups", self.opts.groups.len());
@@ -488,17 +544,26 @@ impl<P: FnMut(&str)> Run<'_, P> {
             self.done()
         };
         self.step("groups", status, t, detail);
+        let last_seen = if self.opts.source_unavailable {
+            self.last_seen()
+        } else {
+            BTreeMap::new()
+        };
         self.report.partitions = self
             .tps
             .iter()
             .map(|tp| {
                 let end = stored.get(tp).map_or(-1, |e| e.next_offset);
+                let seen = last_seen.get(tp);
                 PartitionEvidence {
                     source: tp.to_string(),
                     target: TopicPartition::new(self.flow.remote_topic(&tp.topic), tp.partition)
                         .to_string(),
                     source_end: end,
                     target_offset: mappings.get(tp).and_then(|m| exact(m, end)),
+                    source_end_last_seen: seen.map(|s| s.end),
+                    records_possibly_lost: seen.map(|s| (s.end - end).max(0)),
+                    seconds_possibly_lost: seen.map(|s| s.lag_seconds),
                 }
             })
             .collect();
@@ -508,6 +573,100 @@ impl<P: FnMut(&str)> Run<'_, P> {
         }
         Ok(())
     }
+}
+
+impl<P: FnMut(&str)> Run<'_, P> {
+    /// What the running strait last saw of the source (its API), when asked.
+    fn last_seen(&mut self) -> BTreeMap<TopicPartition, LastSeen> {
+        let Some(api) = &self.opts.api else {
+            (self.on_progress)("the source ends last seen are unknown: no --api given");
+            return BTreeMap::new();
+        };
+        let path = format!(
+            "/flows/{}/partitions",
+            super::ctl::encode(&self.report.flow)
+        );
+        match api.call("GET", &path, None) {
+            Ok(v) => v["partitions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| {
+                    let tp = TopicPartition::new(
+                        p["topic"].as_str()?,
+                        i32::try_from(p["partition"].as_i64()?).ok()?,
+                    );
+                    let end = p["source_end_offset"].as_i64().filter(|e| *e >= 0)?;
+                    let lag_seconds = p["lag_seconds"].as_f64().unwrap_or(0.0);
+                    Some((tp, LastSeen { end, lag_seconds }))
+                })
+                .collect(),
+            Err(e) => {
+                (self.on_progress)(&format!(
+                    "the source ends last seen are unknown: strait's API at {} did not answer: {e}",
+                    api.addr
+                ));
+                BTreeMap::new()
+            }
+        }
+    }
+}
+
+/// A source partition's end as a running strait last saw it, and its lag in time then.
+#[derive(Debug, Clone, Copy)]
+struct LastSeen {
+    end: i64,
+    lag_seconds: f64,
+}
+
+/// Commits group `g`'s last checkpoints of `tps` (strait's translations, on the target) to
+/// `g` on the target (not with `no_commit`).
+async fn move_group_to_checkpoints(
+    cl: &Clients,
+    flow: &FlowConfig,
+    g: &str,
+    tps: &[TopicPartition],
+    store: &CheckpointStore,
+    no_commit: bool,
+) -> Result<GroupEvidence, ClusterError> {
+    let mut rows = Vec::new();
+    let mut commit = BTreeMap::new();
+    let last = store.get(g);
+    for tp in tps {
+        let target = TopicPartition::new(flow.remote_topic(&tp.topic), tp.partition);
+        let Some(c) = last.and_then(|m| m.get(&target)) else {
+            continue;
+        };
+        commit.insert(
+            target.clone(),
+            CommittedOffset {
+                offset: c.downstream_offset,
+                metadata: c.metadata.clone(),
+            },
+        );
+        rows.push(GroupRow {
+            source: tp.to_string(),
+            committed: c.upstream_offset,
+            target: target.to_string(),
+            target_offset: Some(c.downstream_offset),
+            exact: false,
+            via: "last checkpoint",
+        });
+    }
+    let committed = !no_commit && !commit.is_empty();
+    if committed {
+        for (tp, r) in cl.target_admin.offset_commit(g, &commit).await? {
+            r.map_err(|e| {
+                tracing::warn!(group = g, partition = %tp, error = %e, "commit failed");
+                e
+            })?;
+        }
+    }
+    Ok(GroupEvidence {
+        group: g.to_string(),
+        partitions: rows,
+        committed,
+    })
 }
 
 /// Whether the failover covers `topic`: a topic of the flow matching `--topics`; without it,
@@ -672,6 +831,7 @@ async fn move_group(
             target: target.to_string(),
             target_offset,
             exact,
+            via: "stored mapping",
         });
     }
     let mut done = false;
@@ -727,6 +887,51 @@ fn next_steps(
     out
 }
 
+impl FailoverReport {
+    /// The partition table (with the recovery point columns when unplanned).
+    fn write_partitions(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.partitions.is_empty() {
+            writeln!(
+                f,
+                "{:<32} {:>12} {:<32} {:>12}{}",
+                "SOURCE",
+                "COPIED TO",
+                "TARGET",
+                "TARGET AT",
+                if self.planned {
+                    ""
+                } else {
+                    "   LAST SEEN  POSSIBLY LOST"
+                }
+            )?;
+            for p in &self.partitions {
+                let opt = |o: Option<i64>| o.map_or("-".to_string(), |v| v.to_string());
+                let lost = if self.planned {
+                    String::new()
+                } else {
+                    format!(
+                        " {:>11}  {}",
+                        opt(p.source_end_last_seen),
+                        match (p.records_possibly_lost, p.seconds_possibly_lost) {
+                            (Some(n), Some(s)) => format!("{n} records, {s:.1} s"),
+                            _ => "unknown".to_string(),
+                        }
+                    )
+                };
+                writeln!(
+                    f,
+                    "{:<32} {:>12} {:<32} {:>12}{lost}",
+                    p.source,
+                    p.source_end,
+                    p.target,
+                    opt(p.target_offset)
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for FailoverReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -743,23 +948,7 @@ impl fmt::Display for FailoverReport {
                 s.step, s.status, s.duration_ms, s.detail
             )?;
         }
-        if !self.partitions.is_empty() {
-            writeln!(
-                f,
-                "{:<32} {:>12} {:<32} {:>12}",
-                "SOURCE", "SOURCE END", "TARGET", "TARGET AT"
-            )?;
-            for p in &self.partitions {
-                writeln!(
-                    f,
-                    "{:<32} {:>12} {:<32} {:>12}",
-                    p.source,
-                    p.source_end,
-                    p.target,
-                    p.target_offset.map_or("-".into(), |o| o.to_string())
-                )?;
-            }
-        }
+        self.write_partitions(f)?;
         for g in &self.groups {
             writeln!(
                 f,
@@ -779,7 +968,11 @@ impl fmt::Display for FailoverReport {
                     r.committed,
                     r.target,
                     r.target_offset.map_or("-".into(), |o| o.to_string()),
-                    if r.exact { "" } else { " (approximate)" }
+                    match (r.exact, r.via) {
+                        (true, _) => String::new(),
+                        (false, "stored mapping") => " (approximate)".to_string(),
+                        (false, via) => format!(" ({via})"),
+                    }
                 )?;
             }
         }
@@ -788,7 +981,13 @@ impl fmt::Display for FailoverReport {
         }
         match &self.refused {
             None if self.dry_run => writeln!(f, "DRY RUN: nothing written"),
-            None => writeln!(f, "OK: failed over; strait no longer copies these topics"),
+            None if self.planned => {
+                writeln!(f, "OK: failed over; strait no longer copies these topics")
+            }
+            None => writeln!(
+                f,
+                "OK: failed over (unplanned); strait no longer copies these topics; recovery point per partition above"
+            ),
             Some(why) => writeln!(f, "REFUSED: {why}"),
         }
     }
