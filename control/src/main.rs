@@ -585,6 +585,7 @@ fn run(path: PathBuf, args: RunArgs, json_logs: bool) -> anyhow::Result<ExitCode
         tracing::warn!("using epoll instead of io_uring: {why}");
     }
     let shards = shards.unwrap_or(match cfg.strait.shards.value {
+        0 if !cfg.strait.cpus.value.is_empty() => cfg.strait.cpus.value.len(),
         0 => strait_dataplane::io::runtime::allowed_cores().len(),
         n => n as usize,
     });
@@ -625,6 +626,7 @@ fn run(path: PathBuf, args: RunArgs, json_logs: bool) -> anyhow::Result<ExitCode
         config: Some(cfg.clone()),
         progress: Some(progress_output(progress_interval, json_logs)),
         verify: verify_settings(&cfg.strait),
+        cpus: cfg.strait.cpus.value.clone(),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

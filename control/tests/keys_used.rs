@@ -748,6 +748,10 @@ static ELSEWHERE: &[(&str, &str)] = &[
         "owned by the metrics work (issue 11 item 2)",
     ),
     (
+        "strait.cpus",
+        "the binary's run options (run::start places the shards and the control thread); control/tests/cpus.rs reads the threads' CPUs back from /proc",
+    ),
+    (
         "strait.verify.enabled",
         "the binary's run options (run::verifier); control/tests/verify.rs continuous_verification_*",
     ),

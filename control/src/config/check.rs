@@ -530,6 +530,19 @@ fn strait_settings(out: &mut String, s: &StraitSettings) {
             "strait.health.stall.timeout.ms",
             text(&s.health_stall_timeout_ms),
         ),
+        (
+            "strait.cpus",
+            text(&map(&s.cpus, |c| {
+                if c.is_empty() {
+                    "(the inherited affinity mask)".to_string()
+                } else {
+                    c.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }
+            })),
+        ),
         ("strait.verify.enabled", text(&s.verify_enabled)),
         (
             "strait.verify.from",

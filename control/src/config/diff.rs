@@ -520,6 +520,7 @@ mod tests {
             Ty::Password => vec!["changed-secret".into()],
             Ty::ReplicationFactor => vec!["-1".into(), "1".into()],
             Ty::ListenAddr => vec!["127.0.0.1:1".into(), String::new()],
+            Ty::CpuList => vec!["0".into(), "0-1".into()],
             other => panic!("{}: no value to try for {other:?}", d.name),
         }
     }

@@ -48,6 +48,8 @@ pub enum Ty {
     ListenAddr,
     /// `earliest`, `latest`, `none` or `by_duration:<ISO-8601 duration>`.
     OffsetReset,
+    /// CPU numbers and ranges (`2-5,8`), as `taskset -c` takes them; empty for none.
+    CpuList,
 }
 
 impl Ty {
@@ -78,6 +80,7 @@ impl Ty {
             Ty::Jaas => "a JAAS login module configuration".into(),
             Ty::ListenAddr => "ip:port, or empty to disable".into(),
             Ty::OffsetReset => "earliest, latest, none or by_duration:<duration>".into(),
+            Ty::CpuList => "CPU numbers and ranges (2-5,8), or empty".into(),
         }
     }
 }
@@ -1446,6 +1449,13 @@ pub static STRAIT_KEYS: &[KeyDef] = &[
         Ty::Int(0, 1024),
         Some("0"),
         Reload::Refused("the shard threads are started once; restart to apply"),
+    ),
+    // Which CPUs the shards run on (`run::start`); empty: the inherited affinity mask.
+    s(
+        "strait.cpus",
+        Ty::CpuList,
+        None,
+        Reload::Refused("the shard threads are placed once, at start; restart to apply"),
     ),
     s(
         "strait.io",

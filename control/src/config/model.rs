@@ -489,6 +489,11 @@ pub struct StraitSettings {
     /// `strait.health.stall.timeout.ms`: `/health/ready` fails once a partition with lag has
     /// made no progress for this long, default 60 000 (1 000..=86 400 000).
     pub health_stall_timeout_ms: Setting<u64>,
+    /// `strait.cpus`: the CPUs the shard threads are pinned to, round-robin (default empty:
+    /// the CPUs of the inherited affinity mask, as `taskset` or a cgroup cpuset left them).
+    /// Each must be in that mask. The control thread, and every thread it starts, is kept on
+    /// the mask's other CPUs when there are any.
+    pub cpus: Setting<Vec<usize>>,
     /// `strait.verify.enabled`: continuous verification while `strait run` runs, default false.
     /// Each round compares, for every partition this member holds, what was copied since the
     /// last round (the first round: since the run started) record by record with the source,
@@ -561,6 +566,7 @@ impl StraitSettings {
             "strait.metrics.enabled" => d(&self.metrics_enabled),
             "strait.metrics.per.partition" => d(&self.metrics_per_partition),
             "strait.health.stall.timeout.ms" => d(&self.health_stall_timeout_ms),
+            "strait.cpus" => d(&self.cpus),
             "strait.verify.enabled" => d(&self.verify_enabled),
             "strait.verify.from" => d(&self.verify_from_history),
             "strait.verify.interval.ms" => d(&self.verify_interval_ms),

@@ -31,8 +31,8 @@ use super::keys::{self, CONNECTION_KEYS, CONNECTOR_KEYS, ClientKind};
 use super::model::*;
 use super::values::{
     Acks, AutoOffsetReset, BrokerAddress, IsolationLevel, ValueError, java_parse_boolean,
-    java_trim, parse_bool, parse_double, parse_host_ports, parse_int, parse_listen_addr,
-    parse_replication_factor,
+    java_trim, parse_bool, parse_cpu_list, parse_double, parse_host_ports, parse_int,
+    parse_listen_addr, parse_replication_factor,
 };
 use crate::mm2::filter::{
     ConfigPropertyFilter, GroupFilter, TopicFilter, UseDefaultsFrom, java_list,
@@ -1900,6 +1900,13 @@ pub(crate) fn strait_settings(
             60_000,
             "a partition with lag and no progress for a minute makes strait not ready",
             |v| parse_int(v, 1_000, 86_400_000, "").map(|n| n as u64),
+        ),
+        cpus: get(
+            &file,
+            "strait.cpus",
+            Vec::new(),
+            "the CPUs of the inherited affinity mask",
+            parse_cpu_list,
         ),
         verify_enabled: get(
             &file,

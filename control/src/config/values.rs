@@ -324,7 +324,35 @@ pub fn check_type(ty: Ty, v: &str) -> Result<(), ValueError> {
             .map_err(|e| ValueError::Invalid(e.to_string())),
         Ty::ListenAddr => parse_listen_addr(v).map(drop),
         Ty::OffsetReset => AutoOffsetReset::parse(v).map(drop),
+        Ty::CpuList => parse_cpu_list(v).map(drop),
     }
+}
+
+/// Most CPUs a list may name (a bound on what a range expands to).
+pub const MAX_CPU: usize = 4095;
+
+/// CPU numbers and ranges (`0-3,8,10-11`), as `taskset -c` takes them: sorted, without
+/// duplicates; empty for an empty value.
+pub fn parse_cpu_list(v: &str) -> Result<Vec<usize>, ValueError> {
+    let t = java_trim(v);
+    let mut out = std::collections::BTreeSet::new();
+    if t.is_empty() {
+        return Ok(Vec::new());
+    }
+    let bad = || ValueError::expected("CPU numbers and ranges, for example 2-5,8 (at most 4095)");
+    for part in t.split(',').map(str::trim) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let lo: usize = lo.parse().map_err(|_| bad())?;
+        let hi: usize = hi.parse().map_err(|_| bad())?;
+        if lo > hi || hi > MAX_CPU {
+            return Err(bad());
+        }
+        out.extend(lo..=hi);
+    }
+    Ok(out.into_iter().collect())
 }
 
 /// A replication factor: -1 (broker default) or 1..=32767.
@@ -354,6 +382,16 @@ pub fn parse_listen_addr(v: &str) -> Result<Option<SocketAddr>, ValueError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list(" 0-2, 5,3 ").unwrap(), vec![0, 1, 2, 3, 5]);
+        assert_eq!(parse_cpu_list("").unwrap(), Vec::<usize>::new());
+        assert_eq!(parse_cpu_list("7").unwrap(), vec![7]);
+        for bad in ["3-1", "a", "1,,2", "0-5000", "-1"] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn booleans() {

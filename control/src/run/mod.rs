@@ -103,6 +103,8 @@ pub struct RunOptions {
     pub progress: Option<progress::ProgressOutput>,
     /// Continuous verification (`strait.verify.enabled`); `None`: off.
     pub verify: Option<VerifySettings>,
+    /// `strait.cpus`: the shards' CPUs (empty: the inherited affinity mask's).
+    pub cpus: Vec<usize>,
 }
 
 /// How a run ended.
@@ -145,6 +147,11 @@ pub enum RunError {
         /// In the message, so not a `#[source]` (the CLI prints error chains).
         error: std::io::Error,
     },
+    /// `strait.cpus` names CPUs this process may not run on.
+    #[error(
+        "strait.cpus lists CPUs {outside}, which this process may not run on (its affinity mask: {mask}; see taskset or the cgroup's cpuset)"
+    )]
+    Cpus { outside: String, mask: String },
     /// A shard thread could not be started.
     #[error("cannot start shard {shard}: {error}")]
     ShardStart {

@@ -132,7 +132,7 @@ fn command_channel_capacity() -> usize {
 pub(super) fn spawn_shards(opts: &RunOptions) -> Result<(Shards, Receiver<ShardEvent>), RunError> {
     let capacity = command_channel_capacity();
     let (ev_tx, ev_rx) = crossbeam_channel::bounded::<ShardEvent>(1024);
-    let cores = strait_dataplane::io::runtime::allowed_cores();
+    let cores = shard_cores(&opts.cpus)?;
     let mut shards: Vec<ShardHandle> = Vec::new();
     for i in 0..opts.shards.max(1) {
         let mut cfg = ShardConfig::new(i, opts.backend);
@@ -144,12 +144,55 @@ pub(super) fn spawn_shards(opts: &RunOptions) -> Result<(Shards, Receiver<ShardE
         );
     }
     drop(ev_tx);
+    let used: Vec<usize> = (0..shards.len())
+        .map(|i| cores[i % cores.len()].id)
+        .collect();
+    let control = place_control_thread(&used);
     tracing::info!(
         shards = shards.len(),
         io = opts.backend.name(),
+        shard_cpus = ?used,
+        control_cpu = control.map_or("shared with the shards".to_string(), |c| c.to_string()),
         "shards started"
     );
     Ok((Shards::new(shards), ev_rx))
+}
+
+/// The CPUs the shards are pinned to, round-robin: `strait.cpus`, each of which must be in the
+/// inherited affinity mask; else the mask's (`allowed_cores`).
+fn shard_cores(cpus: &[usize]) -> Result<Vec<strait_dataplane::io::runtime::CoreId>, RunError> {
+    if cpus.is_empty() {
+        return Ok(strait_dataplane::io::runtime::allowed_cores());
+    }
+    let mask = strait_dataplane::io::runtime::affinity_mask();
+    let outside: Vec<usize> = cpus.iter().copied().filter(|c| !mask.contains(c)).collect();
+    if !outside.is_empty() {
+        return Err(RunError::Cpus {
+            outside: cpu_list(&outside),
+            mask: cpu_list(&mask),
+        });
+    }
+    Ok(cpus
+        .iter()
+        .map(|&id| strait_dataplane::io::runtime::CoreId { id })
+        .collect())
+}
+
+/// Pins the control thread (and so every thread it starts from now on) to the first CPU of
+/// the inherited mask that no shard uses, if there is one; returns it.
+fn place_control_thread(shard_cpus: &[usize]) -> Option<usize> {
+    let spare = strait_dataplane::io::runtime::affinity_mask()
+        .into_iter()
+        .find(|c| !shard_cpus.contains(c))?;
+    let core = strait_dataplane::io::runtime::CoreId { id: spare };
+    strait_dataplane::io::runtime::pin_current_thread(core).then_some(spare)
+}
+
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Serves the REST API on `strait.api.listen`, when set. A configured address that cannot be

@@ -149,6 +149,19 @@ pub fn allowed_cores() -> Vec<core_affinity::CoreId> {
     cores
 }
 
+/// The CPUs the calling thread may run on (its inherited `sched_getaffinity` mask: taskset, a
+/// cgroup cpuset), without the CFS quota's truncation of [`allowed_cores`]. Call it before
+/// pinning the thread.
+pub fn affinity_mask() -> Vec<usize> {
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect()
+}
+
+pub use core_affinity::CoreId;
+
 /// Pins the current thread to `core`. Returns false if the OS refused (then the thread simply
 /// floats, which is correct, only slower).
 pub fn pin_current_thread(core: core_affinity::CoreId) -> bool {
