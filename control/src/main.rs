@@ -96,6 +96,29 @@ enum Command {
     /// evidence. Resumable: a second run goes on from the stored state. Exit status 0 when
     /// done (or a dry run), 1 when refused (lag, producers, active groups), 3 when it cannot run.
     Failover(FailoverArgs),
+    /// After a failover, once the old source answers: what it holds beyond what reached the
+    /// target (per partition, exactly, from strait's stored progress), optionally copied to
+    /// quarantine topics on the target (`--quarantine`); nothing is deleted. Exit status 0 when
+    /// nothing was left behind or it was quarantined, 1 when records are left behind, 3 when it
+    /// cannot run.
+    Failback(FailbackArgs),
+}
+
+/// `strait failback`'s arguments.
+#[derive(clap::Args, Debug)]
+struct FailbackArgs {
+    /// The mm2.properties file.
+    #[arg(long)]
+    config: PathBuf,
+    /// The flow that was failed over (`source->target`); default the only enabled flow.
+    #[arg(long)]
+    flow: Option<String>,
+    /// Copy the records left behind to `strait-quarantine.<source>.<topic>` on the target.
+    #[arg(long)]
+    quarantine: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `strait failover`'s arguments.
@@ -405,6 +428,10 @@ fn main() -> ExitCode {
             ExitCode::from(3)
         }),
         Command::Drill(args) => drill(&args).unwrap_or_else(|e| {
+            eprintln!("strait: {e:#}");
+            ExitCode::from(3)
+        }),
+        Command::Failback(args) => failback(&args).unwrap_or_else(|e| {
             eprintln!("strait: {e:#}");
             ExitCode::from(3)
         }),
@@ -943,6 +970,21 @@ fn drill(args: &DrillArgs) -> anyhow::Result<ExitCode> {
     let (rt, local) = command_runtime()?;
     let report = local.block_on(&rt, drill_command(&cfg, &opts))?;
     print_report(&report, args.json, report.ok())
+}
+
+fn failback(args: &FailbackArgs) -> anyhow::Result<ExitCode> {
+    use strait_control::commands::failback::{FailbackOptions, failback_command};
+    let Some(cfg) = load_or_report(&args.config) else {
+        return Ok(ExitCode::from(3));
+    };
+    let opts = FailbackOptions {
+        flow: args.flow.clone(),
+        quarantine: args.quarantine,
+    };
+    let (rt, local) = command_runtime()?;
+    let report = local.block_on(&rt, failback_command(&cfg, &opts))?;
+    let ok = report.records_left_behind == 0 || args.quarantine;
+    print_report(&report, args.json, ok)
 }
 
 fn failover(args: &FailoverArgs) -> anyhow::Result<ExitCode> {

@@ -3,7 +3,9 @@
 //! resumed by a guard) while Kafka's perf producer writes and strait copies; the failover
 //! stops the flow without waiting, moves the group to strait's last checkpoints, and reports a
 //! recovery point per partition equal to what the target holds, with the source end strait
-//! last saw. Its own test binary: no other test runs while the source is frozen.
+//! last saw. Then the source answers again and takes more writes: `strait failback` reports
+//! exactly what it holds beyond the copy and quarantines it on the target on request.
+//! Its own test binary: no other test runs while the source is frozen.
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
@@ -218,6 +220,64 @@ fn unplanned_failover_reports_the_recovery_point_the_target_holds() {
         .map(|p| p["source_end_last_seen"].as_i64().unwrap())
         .sum();
     assert!(seen <= source_ends, "{seen} > {source_ends}");
+
+    // Failback, first part: the old source answers again and takes more writes (a split
+    // brain); what it holds beyond the copy is reported exactly and quarantined on request.
+    produce_round_robin(&topic, "after-failover-", 25);
+    std::thread::sleep(Duration::from_secs(2));
+    let failback = |extra: &[&str]| {
+        let out = Command::new(STRAIT)
+            .args(["failback", "--json", "--config"])
+            .arg(&cfg)
+            .args(extra)
+            .output()
+            .expect("strait failback runs");
+        (
+            out.status.code(),
+            serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, back, stderr) = failback(&[]);
+    assert_eq!(code, Some(1), "records are left behind: {back:#}\n{stderr}");
+    let stored = stored_progress(tb.target(), &src);
+    let ends = offsets(tb.source(), &topic);
+    let mut left = 0;
+    for p in back["partitions"].as_array().expect("partitions") {
+        let n: usize = p["source"]
+            .as_str()
+            .unwrap()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let copied = stored
+            .iter()
+            .find(|(tp, _)| tp.topic == topic && tp.partition == n as i32)
+            .map(|(_, o)| *o)
+            .unwrap();
+        assert_eq!(p["copied_end"], copied, "{p:#}");
+        assert_eq!(p["source_end"], ends[n].1, "{p:#}");
+        assert_eq!(p["records"], ends[n].1 - copied, "{p:#}");
+        left += ends[n].1 - copied;
+    }
+    assert!(left >= 25, "{back:#}");
+    assert_eq!(back["records_left_behind"], left, "{back:#}");
+    let (code, back, stderr) = failback(&["--quarantine"]);
+    assert_eq!(code, Some(0), "{back:#}\n{stderr}");
+    let quarantined = strait_tests::translation::read_all(
+        tb.target(),
+        &format!("strait-quarantine.{src}.{topic}"),
+    );
+    assert_eq!(quarantined.len() as i64, left, "{back:#}");
+    for i in 0..25 {
+        let v = format!("after-failover-{i}");
+        assert!(
+            quarantined.iter().any(|r| r.value == v),
+            "{v} not quarantined"
+        );
+    }
     run.signal("TERM");
     let _ = run.wait(Duration::from_secs(30));
 }

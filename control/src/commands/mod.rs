@@ -5,6 +5,7 @@
 //! - [`verify`]: `strait verify`, record-level proof of the copy.
 //! - [`smoke`]: `strait smoke`, one stamped record through the flow, checked on the target.
 //! - [`drill`]: `strait drill`, the failover rehearsal for one group.
+//! - [`failback`]: `strait failback`, what the old source holds beyond the copy.
 //! - [`failover`]: `strait failover`, the planned cutover of a flow's topics and groups.
 //! - [`ctl`]: `strait ctl`, the REST API's client.
 //! - [`preflight`]: `strait check --connect`, the permissions each flow needs on its clusters.
@@ -13,6 +14,7 @@
 
 pub mod ctl;
 pub mod drill;
+pub mod failback;
 pub mod failover;
 pub mod migrate;
 pub mod preflight;
