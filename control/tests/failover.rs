@@ -18,26 +18,13 @@ use strait_tests::api::produce_round_robin;
 use strait_tests::log::{create_topic, offsets, stored_progress};
 use strait_tests::strait::Strait;
 use strait_tests::translation::{consume, read_all};
-use strait_tests::{Testbed, testbed_clusters_config, unique};
+use strait_tests::{Testbed, own_flow_config, perf_producer, unique};
 
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
 
-/// A flow `S<tag>->T<tag>` of `topic` (heartbeats off) and its remote topic's name.
+/// A flow of its own copying `topic`, and its remote topic's name.
 fn flow_config(topic: &str) -> (PathBuf, String, String) {
-    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
-    let (src, tgt) = (format!("S{tag}"), format!("T{tag}"));
-    let flow = format!("{src}->{tgt}");
-    let cfg = testbed_clusters_config(
-        &src,
-        &tgt,
-        &format!(
-            "{flow}.enabled = true\n{flow}.topics = {topic}\n\
-             {tgt}->{src}.emit.heartbeats.enabled = false\n\
-             emit.heartbeats.enabled = false\n\
-             heartbeats.replication.enabled = false\n"
-        ),
-    );
-    (cfg, flow, format!("{src}.{topic}"))
+    own_flow_config(topic, "")
 }
 
 /// `strait failover --json` with `args`: exit code, report, stderr.
@@ -222,24 +209,7 @@ fn failover_refuses_while_a_producer_writes_and_a_killed_run_is_completed_by_the
     wait_stored(&flow, &run);
 
     // A producer still writing (Kafka's perf producer, 50 records/s).
-    let mut producer = Command::new(strait_tests::repo_root().join("scripts/kafka-tool"))
-        .args([
-            "kafka-producer-perf-test",
-            "--topic",
-            &topic,
-            "--num-records",
-            "100000",
-            "--record-size",
-            "100",
-            "--throughput",
-            "50",
-            "--producer-props",
-            &format!("bootstrap.servers={}", tb.source()),
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("perf producer starts");
+    let mut producer = perf_producer(&topic, 50);
     // Until it writes.
     let start = end_sum(tb.source(), &topic);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);

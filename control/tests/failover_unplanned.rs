@@ -18,38 +18,9 @@ use strait_tests::api::{api_addr, produce_round_robin};
 use strait_tests::log::{create_topic, offsets, stored_progress, try_offsets};
 use strait_tests::strait::Strait;
 use strait_tests::translation::{consume, group_offsets};
-use strait_tests::{Testbed, repo_root, testbed_clusters_config, unique};
+use strait_tests::{Frozen, Testbed, own_flow_config, perf_producer, unique};
 
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
-
-/// The test bed's source broker frozen until dropped.
-struct Frozen;
-
-impl Frozen {
-    fn source() -> Frozen {
-        testbed_node("pause");
-        Frozen
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        testbed_node("resume");
-    }
-}
-
-fn testbed_node(action: &str) {
-    let out = Command::new(repo_root().join("scripts/testbed"))
-        .args([action, "source", "1"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("scripts/testbed runs");
-    assert!(
-        out.status.success(),
-        "testbed {action} source 1 failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -68,23 +39,13 @@ fn unplanned_failover_reports_the_recovery_point_the_target_holds() {
     let group = unique("fo-unplanned");
     assert_eq!(consume(tb.source(), &group, &topic, 100).len(), 100);
 
-    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
-    let (src, tgt) = (format!("S{tag}"), format!("T{tag}"));
-    let flow = format!("{src}->{tgt}");
-    let remote = format!("{src}.{topic}");
-    let cfg = testbed_clusters_config(
-        &src,
-        &tgt,
-        &format!(
-            "{flow}.enabled = true\n{flow}.topics = {topic}\n\
-             {tgt}->{src}.emit.heartbeats.enabled = false\n\
-             emit.heartbeats.enabled = false\n\
-             heartbeats.replication.enabled = false\n\
-             emit.checkpoints.interval.seconds = 1\n\
-             refresh.groups.interval.seconds = 1\n\
-             strait.api.listen = 127.0.0.1:0\n"
-        ),
+    let (cfg, flow, remote) = own_flow_config(
+        &topic,
+        "emit.checkpoints.interval.seconds = 1\n\
+         refresh.groups.interval.seconds = 1\n\
+         strait.api.listen = 127.0.0.1:0\n",
     );
+    let src = flow.split("->").next().expect("flow").to_string();
     let run = Strait::start(Path::new(STRAIT), &cfg, &["--shards", "2"]);
     let api = api_addr(&run);
     wait_for(60, "the 300 records copied and stored", || {
@@ -96,28 +57,11 @@ fn unplanned_failover_reports_the_recovery_point_the_target_holds() {
     });
 
     // Mid-stream: Kafka's perf producer writes while strait copies, then the source freezes.
-    let mut producer = Command::new(repo_root().join("scripts/kafka-tool"))
-        .args([
-            "kafka-producer-perf-test",
-            "--topic",
-            &topic,
-            "--num-records",
-            "1000000",
-            "--record-size",
-            "100",
-            "--throughput",
-            "200",
-            "--producer-props",
-            &format!("bootstrap.servers={}", tb.source()),
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("perf producer starts");
+    let mut producer = perf_producer(&topic, 200);
     wait_for(60, "records copied while the producer writes", || {
         stored_progress(tb.target(), &src).values().sum::<i64>() > 500
     });
-    let frozen = Frozen::source();
+    let frozen = Frozen::new("source");
     let _ = producer.kill();
     let _ = producer.wait();
     // strait flushes what the target acknowledged; nothing more can be fetched.

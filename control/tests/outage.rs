@@ -17,39 +17,9 @@ use serde_json::Value;
 use strait_tests::api::{api_addr, call, eventually, produce_round_robin};
 use strait_tests::log::{create_topic, offsets};
 use strait_tests::strait::Strait;
-use strait_tests::{Testbed, repo_root, testbed_clusters_config, unique};
+use strait_tests::{Frozen, Testbed, own_flow_config, unique};
 
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
-
-/// The test bed's target broker paused (`scripts/testbed pause target 1`: SIGSTOP) until
-/// dropped (`resume`).
-struct Frozen;
-
-impl Frozen {
-    fn target() -> Frozen {
-        testbed_node("pause");
-        Frozen
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        testbed_node("resume");
-    }
-}
-
-fn testbed_node(action: &str) {
-    let out = Command::new(repo_root().join("scripts/testbed"))
-        .args([action, "target", "1"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("scripts/testbed runs");
-    assert!(
-        out.status.success(),
-        "testbed {action} target 1 failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// The flow's partitions of `topic` (the test bed's source holds other tests' topics, such as
 /// the heartbeats topics MirrorMaker's sample leaves there).
@@ -72,23 +42,12 @@ fn during_a_target_outage_every_partition_stays_listed_not_assigned_with_its_gro
     let topic = unique("outage");
     create_topic(tb.source(), &topic, 2, &[]);
     produce_round_robin(&topic, "before-", 200);
-    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
-    let (src, tgt) = (format!("S{tag}"), format!("T{tag}"));
-    let flow = format!("{src}->{tgt}");
-    let remote = format!("{src}.{topic}");
-    let cfg = testbed_clusters_config(
-        &src,
-        &tgt,
-        &format!(
-            "{flow}.enabled = true\n{flow}.topics = {topic}\n\
-             {tgt}->{src}.emit.heartbeats.enabled = false\n\
-             emit.heartbeats.enabled = false\n\
-             heartbeats.replication.enabled = false\n\
-             strait.group.session.timeout.ms = 6000\n\
-             strait.group.heartbeat.interval.ms = 1000\n\
-             strait.group.rebalance.timeout.ms = 10000\n\
-             strait.api.listen = 127.0.0.1:0\n"
-        ),
+    let (cfg, flow, remote) = own_flow_config(
+        &topic,
+        "strait.group.session.timeout.ms = 6000\n\
+         strait.group.heartbeat.interval.ms = 1000\n\
+         strait.group.rebalance.timeout.ms = 10000\n\
+         strait.api.listen = 127.0.0.1:0\n",
     );
     let run = Strait::start(Path::new(STRAIT), &cfg, &[]);
     let api = api_addr(&run);
@@ -110,7 +69,7 @@ fn during_a_target_outage_every_partition_stays_listed_not_assigned_with_its_gro
         last = partitions(&api, &flow, &topic);
     }
 
-    let frozen = Frozen::target();
+    let frozen = Frozen::new("target");
     produce_round_robin(&topic, "during-", 300);
     let source_ends: Vec<i64> = offsets(tb.source(), &topic).iter().map(|o| o.1).collect();
     let during = eventually(

@@ -153,23 +153,8 @@ fn verify_passes_on_every_codec_with_headers_compaction_and_aborts() {
 
 #[test]
 fn verify_names_extra_missing_and_mismatched_records() {
-    let tb = Testbed::get();
     let tag = unique("vfy-bad");
-    let (extra, missing, changed, clean) = (
-        format!("{tag}-extra"),
-        format!("{tag}-missing"),
-        format!("{tag}-changed"),
-        format!("{tag}-clean"),
-    );
-    for t in [&extra, &missing, &changed, &clean] {
-        create_topic(tb.source(), t, 1, &[]);
-        console_produce(
-            Testbed::get().source(),
-            t,
-            Some("lz4"),
-            &keyed_lines("s", 50),
-        );
-    }
+    let [extra, missing, changed, clean] = four_topics(&tag, "lz4");
     let cfg = config(&format!("{tag}-.*"), "");
     strait_run(STRAIT, &cfg);
     let (code, _, stderr) = verify(&cfg, &[]);
@@ -236,6 +221,22 @@ fn verify_names_extra_missing_and_mismatched_records() {
     // Narrowed to the clean topic, it passes.
     let (code, _, stderr) = verify(&cfg, &["--topics", &format!("{tag}-clean")]);
     assert_eq!(code, 0, "{stderr}");
+}
+
+/// `{tag}-extra`, `-missing`, `-changed` and `-clean` on the source, one partition each, with 50
+/// keyed records with headers in `codec`.
+fn four_topics(tag: &str, codec: &str) -> [String; 4] {
+    let names = ["extra", "missing", "changed", "clean"].map(|k| format!("{tag}-{k}"));
+    for t in &names {
+        create_topic(Testbed::get().source(), t, 1, &[]);
+        console_produce(
+            Testbed::get().source(),
+            t,
+            Some(codec),
+            &keyed_lines("s", 50),
+        );
+    }
+    names
 }
 
 /// The three kinds of damage: a record produced straight into `A.{extra}` (extra), the first
@@ -412,16 +413,7 @@ fn api_partitions(api: &str) -> std::collections::BTreeMap<String, Value> {
 fn continuous_verification_reports_extra_missing_and_mismatched_records_in_its_first_round() {
     let tb = Testbed::get();
     let tag = unique("vfy-cont");
-    let (extra, missing, changed, clean) = (
-        format!("{tag}-extra"),
-        format!("{tag}-missing"),
-        format!("{tag}-changed"),
-        format!("{tag}-clean"),
-    );
-    for t in [&extra, &missing, &changed, &clean] {
-        create_topic(tb.source(), t, 1, &[]);
-        console_produce(tb.source(), t, Some("zstd"), &keyed_lines("s", 50));
-    }
+    let [extra, missing, changed, clean] = four_topics(&tag, "zstd");
     strait_run(STRAIT, &config(&format!("{tag}-.*"), ""));
     damage(&extra, &missing, &changed);
 

@@ -508,3 +508,82 @@ pub fn testbed_clusters_config(source_alias: &str, target_alias: &str, body: &st
         tb.target()
     ))
 }
+
+/// `scripts/testbed ACTION CLUSTER 1` (`pause`, `resume`, ...) on the test bed's node of
+/// `cluster` (`source` or `target`).
+pub fn testbed_node(action: &str, cluster: &str) {
+    let out = Command::new(repo_root().join("scripts/testbed"))
+        .args([action, cluster, "1"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("scripts/testbed runs");
+    assert!(
+        out.status.success(),
+        "testbed {action} {cluster} 1 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The test bed's broker of `cluster` frozen (`scripts/testbed pause`: SIGSTOP) until dropped
+/// (`resume`), whatever the test does. A test that freezes a broker needs a test binary of its
+/// own: cargo runs test binaries one after another, so no other test sees it.
+pub struct Frozen {
+    cluster: &'static str,
+}
+
+impl Frozen {
+    pub fn new(cluster: &'static str) -> Frozen {
+        testbed_node("pause", cluster);
+        Frozen { cluster }
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        testbed_node("resume", self.cluster);
+    }
+}
+
+/// Kafka's perf producer writing 100-byte records to the source's `topic` at `rate` records/s
+/// until killed.
+pub fn perf_producer(topic: &str, rate: u32) -> std::process::Child {
+    Command::new(repo_root().join("scripts/kafka-tool"))
+        .args([
+            "kafka-producer-perf-test",
+            "--topic",
+            topic,
+            "--num-records",
+            "100000000",
+            "--record-size",
+            "100",
+            "--throughput",
+            &rate.to_string(),
+            "--producer-props",
+            &format!("bootstrap.servers={}", Testbed::get().source()),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kafka-producer-perf-test starts")
+}
+
+/// A config with a flow of its own, `S<tag>->T<tag>` (aliases no other test uses: its progress,
+/// group and stored failover state are its own), copying `topic` with heartbeats off, plus
+/// `extra`. Returns the file, the flow's name and the remote topic's name.
+pub fn own_flow_config(topic: &str, extra: &str) -> (PathBuf, String, String) {
+    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let (src, tgt) = (format!("S{tag}"), format!("T{tag}"));
+    let flow = format!("{src}->{tgt}");
+    let cfg = testbed_clusters_config(
+        &src,
+        &tgt,
+        &format!(
+            "{flow}.enabled = true\n{flow}.topics = {topic}\n\
+             {tgt}->{src}.emit.heartbeats.enabled = false\n\
+             emit.heartbeats.enabled = false\n\
+             heartbeats.replication.enabled = false\n\
+             {extra}"
+        ),
+    );
+    (cfg, flow, format!("{src}.{topic}"))
+}

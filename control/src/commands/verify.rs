@@ -17,7 +17,8 @@ use crate::duties::offsets::{OffsetsError, cluster_for};
 use crate::store::offset_syncs::read_all_syncs;
 use crate::store::progress;
 use crate::verify::partition::{
-    Mode, PartitionInput, PartitionResult, compacted, partition_input, verify_partition,
+    Mode, PartitionInput, PartitionResult, compacted, compaction_of, partition_input,
+    verify_partition,
 };
 use crate::verify::syncs::with_offset_syncs;
 
@@ -108,13 +109,7 @@ pub async fn verify_command(
         .into_iter()
         .map(|(tp, entry)| {
             let target_tp = TopicPartition::new(flow.remote_topic(&tp.topic), tp.partition);
-            let compaction = (
-                source_compacted.get(&tp.topic).copied().unwrap_or(false),
-                target_compacted
-                    .get(&target_tp.topic)
-                    .copied()
-                    .unwrap_or(false),
-            );
+            let compaction = compaction_of(&source_compacted, &target_compacted, &tp, &target_tp);
             let mapping = mappings.remove(&tp);
             let syncs = syncs.remove(&tp).unwrap_or_default();
             let input = partition_input(tp, target_tp, &entry, mapping.as_ref(), compaction);

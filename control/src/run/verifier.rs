@@ -26,7 +26,7 @@ use crate::config::FlowConfig;
 use crate::duties::offsets::cluster_for;
 use crate::store::progress::{self, StoredProgress};
 use crate::verify::continuous::{PartitionRef, Rounds};
-use crate::verify::partition::{Mode, compacted, partition_input, verify_partition};
+use crate::verify::partition::{Mode, compacted, compaction_of, partition_input, verify_partition};
 
 /// `strait.verify.*`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -258,13 +258,7 @@ impl Task {
                 continue; // nothing stored yet: nothing copied to compare
             };
             let target_tp = TopicPartition::new(flow.remote_topic(&tp.topic), tp.partition);
-            let compaction = (
-                source_compacted.get(&tp.topic).copied().unwrap_or(false),
-                target_compacted
-                    .get(&target_tp.topic)
-                    .copied()
-                    .unwrap_or(false),
-            );
+            let compaction = compaction_of(&source_compacted, &target_compacted, tp, &target_tp);
             let mapping = mappings.remove(tp);
             let mut input =
                 partition_input(tp.clone(), target_tp, entry, mapping.as_ref(), compaction);

@@ -298,6 +298,26 @@ pub fn partition_input(
     }
 }
 
+/// Whether the source topic and the remote topic of a partition are compacted, from the maps
+/// [`compacted`] gives (unknown counts as not compacted).
+pub fn compaction_of(
+    source_compacted: &BTreeMap<String, bool>,
+    target_compacted: &BTreeMap<String, bool>,
+    source: &TopicPartition,
+    target: &TopicPartition,
+) -> (bool, bool) {
+    (
+        source_compacted
+            .get(&source.topic)
+            .copied()
+            .unwrap_or(false),
+        target_compacted
+            .get(&target.topic)
+            .copied()
+            .unwrap_or(false),
+    )
+}
+
 /// Which of `topics` have `compact` in their cleanup policy (unknown counts as not compacted:
 /// then a record removed by a cleaner is reported missing, never hidden).
 pub async fn compacted(cluster: &Cluster, topics: &[String]) -> BTreeMap<String, bool> {
