@@ -498,6 +498,17 @@ fn continuous_verification_reports_extra_missing_and_mismatched_records_in_its_f
     let flow = &flows["flows"][0];
     assert_eq!(flow["verification"]["mismatches"], 61, "{flows:#}");
     assert_eq!(flow["verification"]["records_verified"], 200, "{flows:#}");
+    let ctl = Command::new(STRAIT)
+        .args(["ctl", "--api", &api, "status"])
+        .output()
+        .expect("strait ctl runs");
+    let text = String::from_utf8_lossy(&ctl.stdout);
+    assert!(
+        text.contains(
+            "continuous verification: 200 records verified in 4 partitions, 61 mismatches; first: "
+        ),
+        "{text}"
+    );
     let metrics = strait_tests::http::request(&api, "GET", "/metrics", None)
         .expect("/metrics answers")
         .body;

@@ -345,6 +345,19 @@ pub fn render_status(v: &Value) -> String {
             ],
             &rows,
         ));
+        let ver = &f["verification"];
+        if ver.is_object() {
+            let _ = writeln!(
+                out,
+                "continuous verification: {} records verified in {} partitions, {} mismatches{}",
+                cell(&ver["records_verified"]),
+                cell(&ver["partitions"]),
+                cell(&ver["mismatches"]),
+                ver["first_mismatch"]
+                    .as_str()
+                    .map_or(String::new(), |m| format!("; first: {m}"))
+            );
+        }
     }
     render_group(&mut out, &v["group"]);
     out
