@@ -6,7 +6,6 @@
 //! `strait-quarantine.<source>.<topic>` on the target, same partition, so that they can be
 //! inspected or replayed. Setting up the reverse flow is not automated yet (issue 24).
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use bytes::Bytes;
@@ -14,7 +13,7 @@ use serde::Serialize;
 use strait_dataplane::batch::Record;
 
 use super::translate::select_flow;
-use crate::cluster::{Cluster, ClusterError, IsolationLevel, NewTopic, OffsetSpec, TopicPartition};
+use crate::cluster::{Cluster, ClusterError, IsolationLevel, NewTopic, TopicPartition};
 use crate::config::Mm2Config;
 use crate::duties::offsets::{OffsetsError, cluster_for};
 use crate::store::failover;
@@ -37,13 +36,6 @@ pub struct FailbackOptions {
 pub enum FailbackError {
     #[error(transparent)]
     Offsets(#[from] OffsetsError),
-    #[error("flow {flow}: {what}: {source}")]
-    Cluster {
-        flow: String,
-        what: &'static str,
-        #[source]
-        source: ClusterError,
-    },
     #[error(
         "flow {flow}: no failover is stored in {} on its target: there is nothing to fail back",
         failover::TOPIC
@@ -92,10 +84,7 @@ pub async fn failback_command(
     let source = cluster_for(&name, "source consumer", &c.source_consumer.client)?;
     let target_admin = cluster_for(&name, "target admin", &c.target_admin.client)?;
     let target = cluster_for(&name, "target consumer", &c.target_consumer.client)?;
-    let err = |what: &'static str| {
-        let flow = name.clone();
-        move |source| FailbackError::Cluster { flow, what, source }
-    };
+    let err = |what: &'static str| OffsetsError::cluster(&name, what.into());
     let Some(record) = failover::read_all(&target_admin)
         .await
         .map_err(err("reading the stored failover state"))?
@@ -109,7 +98,7 @@ pub async fn failback_command(
         .filter(|tp| record.topics.contains(&tp.topic))
         .cloned()
         .collect();
-    let ends = source_ends(&source, &tps)
+    let ends = super::end_offsets(&source, &tps, IsolationLevel::ReadCommitted)
         .await
         .map_err(err("reading the old source's ends"))?;
     let mut partitions = Vec::new();
@@ -173,20 +162,6 @@ fn left_behind(
         quarantined_to: None,
         quarantine_offset: None,
     }
-}
-
-async fn source_ends(
-    source: &Cluster,
-    tps: &[TopicPartition],
-) -> Result<BTreeMap<TopicPartition, i64>, ClusterError> {
-    let mut out = BTreeMap::new();
-    for (tp, end) in source
-        .list_offsets(tps, OffsetSpec::Latest, IsolationLevel::ReadCommitted)
-        .await
-    {
-        out.insert(tp, end?);
-    }
-    Ok(out)
 }
 
 /// Copies `left` to `strait-quarantine.<source>.<topic>`, partition `tp.partition`, on the

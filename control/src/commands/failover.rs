@@ -25,9 +25,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::translate::select_flow;
-use crate::cluster::{
-    Cluster, ClusterError, CommittedOffset, IsolationLevel, OffsetSpec, TopicPartition,
-};
+use crate::cluster::{Cluster, ClusterError, CommittedOffset, IsolationLevel, TopicPartition};
 use crate::config::{FlowConfig, Mm2Config};
 use crate::duties::offsets::{OffsetsError, cluster_for};
 use crate::offsets::CheckpointStore;
@@ -68,13 +66,6 @@ pub struct FailoverOptions {
 pub enum FailoverError {
     #[error(transparent)]
     Offsets(#[from] OffsetsError),
-    #[error("flow {flow}: {what}: {source}")]
-    Cluster {
-        flow: String,
-        what: &'static str,
-        #[source]
-        source: ClusterError,
-    },
     #[error("flow {flow}: no topic with stored progress matches: nothing to fail over")]
     NothingToFailOver { flow: String },
 }
@@ -217,9 +208,8 @@ pub async fn failover_command(
 }
 
 impl<P: FnMut(&str)> Run<'_, P> {
-    fn err(&self, what: &'static str) -> impl FnOnce(ClusterError) -> FailoverError + use<P> {
-        let flow = self.report.flow.clone();
-        move |source| FailoverError::Cluster { flow, what, source }
+    fn err(&self, what: &'static str) -> impl FnOnce(ClusterError) -> OffsetsError + use<P> {
+        OffsetsError::cluster(&self.report.flow, what.into())
     }
 
     fn step(&mut self, step: &'static str, status: &'static str, t: Instant, detail: String) {
@@ -655,12 +645,7 @@ async fn move_group_to_checkpoints(
     }
     let committed = !no_commit && !commit.is_empty();
     if committed {
-        for (tp, r) in cl.target_admin.offset_commit(g, &commit).await? {
-            r.map_err(|e| {
-                tracing::warn!(group = g, partition = %tp, error = %e, "commit failed");
-                e
-            })?;
-        }
+        commit_all(&cl.target_admin, g, &commit).await?;
     }
     Ok(GroupEvidence {
         group: g.to_string(),
@@ -710,14 +695,7 @@ async fn source_ends(
     flow: &FlowConfig,
 ) -> Result<BTreeMap<TopicPartition, i64>, ClusterError> {
     let isolation: IsolationLevel = flow.clients.source_consumer.isolation_level.value.into();
-    let mut out = BTreeMap::new();
-    for (tp, end) in source
-        .list_offsets(tps, OffsetSpec::Latest, isolation)
-        .await
-    {
-        out.insert(tp, end?);
-    }
-    Ok(out)
+    super::end_offsets(source, tps, isolation).await
 }
 
 /// Waits (at most `wait`) until strait's stored progress reaches the source's end on every
@@ -792,6 +770,21 @@ fn exact(m: &PartitionMapping, at: i64) -> Option<i64> {
     }
 }
 
+/// Commits `offsets` to group `g` on `target`; the first partition refused fails the call.
+async fn commit_all(
+    target: &Cluster,
+    g: &str,
+    offsets: &BTreeMap<TopicPartition, CommittedOffset>,
+) -> Result<(), ClusterError> {
+    for (tp, r) in target.offset_commit(g, offsets).await? {
+        r.map_err(|e| {
+            tracing::warn!(group = g, partition = %tp, error = %e, "commit failed");
+            e
+        })?;
+    }
+    Ok(())
+}
+
 /// Translates group `g`'s committed source offsets of `tps` by the stored mappings and
 /// commits them to `g` on the target (not in a dry run).
 async fn move_group(
@@ -834,15 +827,9 @@ async fn move_group(
             via: "stored mapping",
         });
     }
-    let mut done = false;
-    if !dry_run && !commit.is_empty() {
-        for (tp, r) in cl.target_admin.offset_commit(g, &commit).await? {
-            r.map_err(|e| {
-                tracing::warn!(group = g, partition = %tp, error = %e, "commit failed");
-                e
-            })?;
-        }
-        done = true;
+    let done = !dry_run && !commit.is_empty();
+    if done {
+        commit_all(&cl.target_admin, g, &commit).await?;
     }
     Ok(GroupEvidence {
         group: g.to_string(),

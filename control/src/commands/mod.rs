@@ -22,7 +22,27 @@ pub mod smoke;
 pub mod translate;
 pub mod verify;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+
+use crate::cluster::{Cluster, ClusterError, IsolationLevel, OffsetSpec, TopicPartition};
+
+/// The end offsets of `tps` on `cluster` under `isolation` (the high watermark, or the last
+/// stable offset under read_committed); the first partition that fails fails the call.
+pub(crate) async fn end_offsets(
+    cluster: &Cluster,
+    tps: &[TopicPartition],
+    isolation: IsolationLevel,
+) -> Result<BTreeMap<TopicPartition, i64>, ClusterError> {
+    let mut out = BTreeMap::new();
+    for (tp, end) in cluster
+        .list_offsets(tps, OffsetSpec::Latest, isolation)
+        .await
+    {
+        out.insert(tp, end?);
+    }
+    Ok(out)
+}
 
 /// A table: a header row and rows, columns padded to their widest cell.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {

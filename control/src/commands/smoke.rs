@@ -14,7 +14,7 @@ use serde::Serialize;
 use strait_dataplane::batch::Record;
 
 use super::translate::select_flow;
-use crate::cluster::{Cluster, ClusterError, IsolationLevel, OffsetSpec, TopicPartition};
+use crate::cluster::{Cluster, ClusterError, IsolationLevel, TopicPartition};
 use crate::config::Mm2Config;
 use crate::duties::offsets::{OffsetsError, cluster_for};
 use crate::offsets::mapping::Translation;
@@ -54,13 +54,6 @@ pub enum SmokeError {
         "flow {flow} does not replicate topic {topic} (its topics / topics.exclude filters or the replication policy leave it out): name a topic the flow copies"
     )]
     NotReplicated { flow: String, topic: String },
-    #[error("flow {flow}: {what}: {source}")]
-    Cluster {
-        flow: String,
-        what: &'static str,
-        #[source]
-        source: ClusterError,
-    },
 }
 
 /// What `strait smoke` prints.
@@ -116,10 +109,7 @@ pub async fn smoke_command(
     let target = cluster_for(&name, "target consumer", &c.target_consumer.client)?;
     let source_tp = TopicPartition::new(&opts.topic, opts.partition);
     let target_tp = TopicPartition::new(flow.remote_topic(&opts.topic), opts.partition);
-    let err = |what: &'static str| {
-        let flow = name.clone();
-        move |source| SmokeError::Cluster { flow, what, source }
-    };
+    let err = |what: &'static str| OffsetsError::cluster(&name, what.into());
     // Where the target ends now: the copy comes after it.
     let from = end(&target, &target_tp)
         .await
@@ -224,17 +214,13 @@ fn smoke_record(id: &str) -> Record {
 
 /// The end (read_committed) of `tp`.
 async fn end(cluster: &Cluster, tp: &TopicPartition) -> Result<i64, ClusterError> {
-    cluster
-        .list_offsets(
-            std::slice::from_ref(tp),
-            OffsetSpec::Latest,
-            IsolationLevel::ReadCommitted,
-        )
-        .await
-        .into_values()
-        .next()
-        .transpose()
-        .map(|e| e.unwrap_or(0))
+    let mut ends = super::end_offsets(
+        cluster,
+        std::slice::from_ref(tp),
+        IsolationLevel::ReadCommitted,
+    )
+    .await?;
+    Ok(ends.remove(tp).unwrap_or(0))
 }
 
 /// Reads `tp` from `from` until the record whose header carries `id` shows up, or `deadline`.

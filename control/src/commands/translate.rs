@@ -327,13 +327,7 @@ async fn target_group(
     target: &Cluster,
     group: &str,
 ) -> Result<(TargetGroupState, BTreeMap<TopicPartition, CommittedOffset>), OffsetsError> {
-    let cluster_err = |what: String| {
-        move |source| OffsetsError::Cluster {
-            flow: flow.name(),
-            what,
-            source: Box::new(source),
-        }
-    };
+    let cluster_err = |what: String| OffsetsError::cluster(&flow.name(), what);
     let listed = target.list_groups().await.map_err(cluster_err(format!(
         "cannot list the groups of {}",
         flow.target
@@ -372,14 +366,7 @@ pub async fn translate_command(
     let source = cluster_for(&name, "source admin", &c.source_admin.client)?;
     let target = cluster_for(&name, "target admin", &c.target_admin.client)?;
     let target_consumer = cluster_for(&name, "target consumer", &c.target_consumer.client)?;
-    let cluster_err = |what: String| {
-        let name = name.clone();
-        move |source| OffsetsError::Cluster {
-            flow: name,
-            what,
-            source: Box::new(source),
-        }
-    };
+    let cluster_err = |what: String| OffsetsError::cluster(&name, what);
 
     let mut checkpoints = CheckpointStore::default();
     let (_, checkpoints_ok) = load_checkpoints(flow, &target_consumer, &mut checkpoints).await;

@@ -164,13 +164,7 @@ fn selected(flow: &FlowConfig, opts: &VerifyOptions, tp: &TopicPartition) -> boo
 fn records_estimate(inputs: &[PartitionInput]) -> u64 {
     inputs
         .iter()
-        .map(|i| {
-            let from = i
-                .history_start
-                .or(i.runs.first().map(|r| r.segment.upstream_start))
-                .unwrap_or(i.copied_end);
-            2 * (i.copied_end - from).max(0) as u64
-        })
+        .map(|i| 2 * (i.copied_end - i.history_from()).max(0) as u64)
         .sum()
 }
 

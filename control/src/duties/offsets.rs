@@ -119,6 +119,19 @@ pub enum OffsetsError {
     NoSuchFlow(String),
 }
 
+impl OffsetsError {
+    /// What a failed cluster call of flow `flow` becomes, `what` saying what strait was doing
+    /// (for `map_err`).
+    pub fn cluster(flow: &str, what: String) -> impl FnOnce(ClusterError) -> OffsetsError + use<> {
+        let flow = flow.to_string();
+        move |source| OffsetsError::Cluster {
+            flow,
+            what,
+            source: Box::new(source),
+        }
+    }
+}
+
 /// The offsets duties' settings of one flow, from its MM2 configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffsetsSettings {

@@ -262,10 +262,7 @@ impl Task {
             let mapping = mappings.remove(tp);
             let mut input =
                 partition_input(tp.clone(), target_tp, entry, mapping.as_ref(), compaction);
-            let history_start = input
-                .history_start
-                .or(input.runs.first().map(|r| r.segment.upstream_start))
-                .unwrap_or(input.copied_end);
+            let history_start = input.history_from();
             let key = part_ref(&name, tp);
             let range = self.rounds.next_range(
                 &key,

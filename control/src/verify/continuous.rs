@@ -122,8 +122,8 @@ impl Rounds {
             return;
         }
         v.error = None;
-        let compared = r.source_range[1] > r.source_range[0];
-        if compared || r.source_range[1] > 0 {
+        // [0, 0] when no range could be planned (no stored mapping yet): nothing moves.
+        if r.source_range[1] > 0 {
             t.next_from = Some(t.next_from.unwrap_or(i64::MIN).max(r.source_range[1]));
             v.last_verified_offset = v.last_verified_offset.max(r.source_range[1]);
         }

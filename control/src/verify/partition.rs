@@ -34,6 +34,16 @@ pub struct PartitionInput {
     pub target_compacted: bool,
 }
 
+impl PartitionInput {
+    /// Where the stored history begins: its recorded start, else its first run's, else the
+    /// copied end (nothing stored).
+    pub fn history_from(&self) -> i64 {
+        self.history_start
+            .or(self.runs.first().map(|r| r.segment.upstream_start))
+            .unwrap_or(self.copied_end)
+    }
+}
+
 /// A source range left out, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NotCompared {
