@@ -184,8 +184,9 @@ impl fmt::Display for TranslateReport {
     }
 }
 
-/// Picks the flow for `--flow A->B`, or the only enabled flow.
-pub(crate) fn select_flow<'a>(
+/// Picks the flow for `--flow A->B`, or the only enabled flow. Public for tools that read the
+/// same file (`strait-bench load`).
+pub fn select_flow<'a>(
     cfg: &'a Mm2Config,
     wanted: Option<&str>,
 ) -> Result<&'a FlowConfig, OffsetsError> {

@@ -285,8 +285,10 @@ pub async fn seed_from_progress(
     seeded
 }
 
-/// Builds an admin-style client for `client` (connections are opened on first use).
-pub(crate) fn cluster_for(
+/// Builds an admin-style client for `client` (connections are opened on first use), on epoll.
+/// Public for tools that connect with a flow's client settings (`strait-bench load`); `role`
+/// names the client in errors.
+pub fn cluster_for(
     flow: &str,
     role: &'static str,
     client: &ClientConfig,

@@ -50,6 +50,25 @@ pub async fn produce(
             context: Box::new(Context::new(cluster.alias(), "Produce").topic(topic)),
             message: format!("cannot encode records: {e}"),
         })?;
+    produce_batch(cluster, topic, partition, &batch).await
+}
+
+/// Appends one built v2 batch (any codec; idempotent when the batch carries a producer id and
+/// sequence) to `topic`-`partition`, acks=all, resent on retriable errors. Returns the base
+/// offset. Public for `strait-bench load`, which builds its own batches.
+pub async fn produce_batch(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    batch: &Bytes,
+) -> Result<i64, ClusterError> {
+    let header_len = strait_dataplane::batch::HEADER_LEN;
+    if batch.len() < header_len {
+        return Err(ClusterError::Invalid {
+            context: Box::new(Context::new(cluster.alias(), "Produce").topic(topic)),
+            message: format!("a batch of {} bytes has no complete header", batch.len()),
+        });
+    }
     let tp = TopicPartition::new(topic, partition);
     cluster
         .with_retries("Produce", || async {
@@ -62,13 +81,13 @@ pub async fn produce(
                 .version_for::<ProduceRequest>()
                 .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
             let mut head = [0u8; strait_dataplane::batch::HEADER_LEN];
-            head.copy_from_slice(&batch[..strait_dataplane::batch::HEADER_LEN]);
+            head.copy_from_slice(&batch[..header_len]);
             let topics = [TopicBatches {
                 topic: topic.to_string(),
                 partitions: vec![PartitionBatch {
                     partition,
                     head,
-                    payload: batch.slice(strait_dataplane::batch::HEADER_LEN..),
+                    payload: batch.slice(header_len..),
                 }],
             }];
             let resp = conn
@@ -212,8 +231,10 @@ fn no_progress(
     }
 }
 
-/// One fetch at `offset`: the records and the next offset to read.
-async fn fetch_once(
+/// One fetch at `offset` (a long poll of at most 100 ms): the records and the next offset to
+/// read, which is `offset` itself when nothing new arrived. Public for `strait-bench load`,
+/// which polls the end of a topic.
+pub async fn fetch_once(
     cluster: &Cluster,
     tp: &TopicPartition,
     offset: i64,
