@@ -8,6 +8,7 @@ pub mod consumer;
 pub mod group;
 pub mod kafka;
 pub mod link;
+pub mod load;
 pub mod machine;
 pub mod payload;
 pub mod procfs;

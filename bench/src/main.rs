@@ -53,6 +53,11 @@ enum Cmd {
     /// strait as a group of instances under a fixed-rate load: rebalance time and per-partition
     /// stall when a member joins, leaves (SIGTERM) and is killed (SIGKILL).
     Group(GroupArgs),
+    /// Load-test a replication path (strait, MirrorMaker 2, Cluster Linking: whatever runs):
+    /// stamped records into a test topic on the flow's source, read back from the remote topic
+    /// on the target; latency, throughput, loss and duplicates. Exit 3 when records were lost
+    /// or duplicated.
+    Load(Box<strait_bench::load::LoadArgs>),
     /// What restoring the stored exact offset mappings adds to start-up: many partitions'
     /// progress with mappings of chosen sizes written to the target, then read back as
     /// `strait run` reads it at start (without a mapping: the baseline).
@@ -353,6 +358,12 @@ fn real_main(cli: Cli) -> Result<()> {
         Cmd::Group(a) => cmd_group(a, source, target, &repo, backend),
         Cmd::Restore(a) => cmd_restore(a, &target, &repo, backend),
         Cmd::Readme(a) => cmd_readme(&a, &repo),
+        Cmd::Load(a) => {
+            if !strait_bench::load::run(&a)? {
+                std::process::exit(3);
+            }
+            Ok(())
+        }
         Cmd::Report(a) => {
             let n = strait_bench::report::write_results_md(&a.results, &a.out)?;
             eprintln!("strait-bench: wrote {} ({n} scenarios)", a.out.display());

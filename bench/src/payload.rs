@@ -107,6 +107,14 @@ impl RecordShape {
         v.freeze()
     }
 
+    /// `n` bytes of filler for record `seq` (at most the value size of this shape), for values
+    /// that carry a stamp of another layout (`load::stamp`).
+    pub fn filler(&self, seq: u64, n: usize) -> Bytes {
+        let n = n.min(self.value_bytes);
+        let off = self.offset(seq, n);
+        self.filler.slice(off..off + n)
+    }
+
     /// The key of record `seq`: `None` without keys, else one of `key_cardinality` distinct
     /// keys, each `key_bytes` long.
     pub fn key(&self, seq: u64) -> Option<Bytes> {
