@@ -98,9 +98,12 @@ enum Command {
     Failover(FailoverArgs),
     /// After a failover, once the old source answers: what it holds beyond what reached the
     /// target (per partition, exactly, from strait's stored progress), optionally copied to
-    /// quarantine topics on the target (`--quarantine`); nothing is deleted. Exit status 0 when
-    /// nothing was left behind or it was quarantined, 1 when records are left behind, 3 when it
-    /// cannot run.
+    /// quarantine topics on the target (`--quarantine`; nothing is deleted); then, with
+    /// nothing left behind unquarantined and the reverse flow target->source enabled in the
+    /// config, sets that flow up to copy back what producers wrote on the target since (under
+    /// IdentityReplicationPolicy from where the copy ended). Resumable. The failover back is
+    /// `strait failover --flow target->source`. Exit status 0 when nothing was left behind or
+    /// it was quarantined, 1 when records are left behind, 3 when it cannot run.
     Failback(FailbackArgs),
 }
 

@@ -47,12 +47,18 @@ pub fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) ->
 
 /// `n` records `{prefix}{i}` into the source's `topic`, spread round-robin over its partitions.
 pub fn produce_round_robin(topic: &str, prefix: &str, n: usize) {
+    produce_round_robin_to(Testbed::get().source(), topic, prefix, n);
+}
+
+/// `n` records `{prefix}{i}` into `topic` on `bootstrap`, round-robin over its partitions, with
+/// Kafka's console producer.
+pub fn produce_round_robin_to(bootstrap: &str, topic: &str, prefix: &str, n: usize) {
     let lines: String = (0..n).map(|i| format!("{prefix}{i}\n")).collect();
     kafka_tool_ok(
         "kafka-console-producer",
         &[
             "--bootstrap-server",
-            Testbed::get().source(),
+            bootstrap,
             "--topic",
             topic,
             "--producer-property",

@@ -1,11 +1,21 @@
-//! `strait failback`, its first part: once the old source answers again after a failover, what
-//! it holds beyond what reached the target, computed exactly from strait's stored progress and
-//! mapping: per failed-over partition the records from the last copied offset to the old
-//! source's end (what an unplanned failover left behind, and anything written there since).
-//! Nothing is deleted: `--quarantine` copies those records (key, value, headers, timestamp) to
-//! `strait-quarantine.<source>.<topic>` on the target, same partition, so that they can be
-//! inspected or replayed. Setting up the reverse flow is not automated yet (issue 24).
+//! `strait failback`: once the old source answers again after a failover, what it holds
+//! beyond what reached the target, computed exactly from strait's stored progress and mapping:
+//! per failed-over partition the records from the last copied offset to the old source's end
+//! (what an unplanned failover left behind, and anything written there since). Nothing is
+//! deleted (plain Kafka cannot cut a log's tail): `--quarantine` copies those records (key,
+//! value, headers, timestamp) to `strait-quarantine.<source>.<topic>` on the target, same
+//! partition, so that they can be inspected or replayed.
+//!
+//! With nothing left behind (or all of it quarantined) it then sets up the reverse flow
+//! `target->source`, which must be in the config: it copies what producers wrote to the
+//! failed-over topics on the target since. Under `IdentityReplicationPolicy` the reverse flow
+//! would copy the topic's old records (they came from the old source) back to where they came
+//! from, so its stored progress is set to start where the copy ended on the target; under
+//! `DefaultReplicationPolicy` the producers' topic on the target holds only their own records
+//! and the reverse flow copies it from its start. The failover back is `strait failover --flow
+//! target->source`, which translates groups back through this flow's stored mapping.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use bytes::Bytes;
@@ -14,14 +24,26 @@ use strait_dataplane::batch::Record;
 
 use super::translate::select_flow;
 use crate::cluster::{Cluster, ClusterError, IsolationLevel, NewTopic, TopicPartition};
-use crate::config::Mm2Config;
+use crate::config::{FlowConfig, Mm2Config};
 use crate::duties::offsets::{OffsetsError, cluster_for};
-use crate::store::failover;
-use crate::store::progress;
+use crate::offsets::mapping::{OffsetMapping, PartitionMapping, Translation};
+use crate::store::failover::{self, FailoverRecord};
+use crate::store::progress::{self, Entry, ProgressStore};
 use crate::store::records::{self, StoredRecord};
 
 /// Records copied to quarantine per produce request at most.
 const QUARANTINE_BATCH: usize = 500;
+
+/// The header naming a quarantined record's offset on the old source.
+const QUARANTINE_OFFSET_HEADER: &[u8] = b"strait.quarantine.source.offset";
+
+/// The old source's offset a quarantined record names.
+fn quarantined_offset(r: &StoredRecord) -> Option<i64> {
+    r.headers
+        .iter()
+        .find(|(k, _)| k.as_ref() == QUARANTINE_OFFSET_HEADER)
+        .and_then(|(_, v)| std::str::from_utf8(v.as_ref()?).ok()?.parse().ok())
+}
 
 /// What to do.
 #[derive(Debug, Clone)]
@@ -41,6 +63,31 @@ pub enum FailbackError {
         failover::TOPIC
     )]
     NoFailover { flow: String },
+    #[error(
+        "flow {reverse}: does not copy the failed-over topics {topics}: add them to `{reverse}.topics`"
+    )]
+    ReverseMissesTopics { reverse: String, topics: String },
+    #[error(
+        "flow {reverse}: under IdentityReplicationPolicy it would copy {topics} back to the cluster they came from (flow {flow} still copies them): narrow `{reverse}.topics` to the failed-over topics"
+    )]
+    ReverseLoop {
+        flow: String,
+        reverse: String,
+        topics: String,
+    },
+    #[error(
+        "flow {reverse}: its stored progress of {partition} is at {stored}, below {copy_end}, where the copy from the old source ended: records that came from the old source were copied back to it (was the reverse flow run before strait failback?). Remove them there, or fail back by hand"
+    )]
+    ReverseCopiedBack {
+        reverse: String,
+        partition: String,
+        stored: i64,
+        copy_end: i64,
+    },
+    #[error(
+        "flow {flow}: where the copy of {partition} ended on the target is not known (no stored mapping or target offset)"
+    )]
+    CopyEndUnknown { flow: String, partition: String },
 }
 
 /// One partition's records left behind on the old source.
@@ -69,11 +116,36 @@ pub struct FailbackReport {
     pub flow: String,
     pub partitions: Vec<LeftBehind>,
     pub records_left_behind: u64,
-    /// The configuration of the reverse flow, to add by hand for now.
+    /// The reverse flow as set up (none while records are left behind unquarantined).
+    pub reverse: Option<ReverseSetup>,
     pub next: Vec<String>,
 }
 
-/// Computes (and with `--quarantine` copies) what the old source holds beyond the copy.
+/// The reverse flow, ready to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReverseSetup {
+    pub flow: String,
+    /// `identity` or `default`.
+    pub policy: &'static str,
+    pub partitions: Vec<ReversePartition>,
+}
+
+/// Where the reverse flow starts on one partition.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReversePartition {
+    /// `topic-partition` on the failed-over-to cluster (what producers write to now).
+    pub source: String,
+    /// `topic-partition` it is copied to on the old source.
+    pub target: String,
+    /// The offset the reverse flow starts at; `None`: its own start rule (stored progress, or
+    /// `auto.offset.reset` for a new partition).
+    pub start_offset: Option<i64>,
+    /// `set` (stored now), `already set` (an earlier run or the running flow), `own start`.
+    pub status: &'static str,
+}
+
+/// Computes (and with `--quarantine` copies) what the old source holds beyond the copy, then
+/// (nothing left behind unquarantined) sets up the reverse flow.
 pub async fn failback_command(
     cfg: &Mm2Config,
     opts: &FailbackOptions,
@@ -92,23 +164,91 @@ pub async fn failback_command(
     else {
         return Err(FailbackError::NoFailover { flow: name });
     };
-    let stored = progress::read_stored(&target, &flow.source).await;
+    let (stored, mappings) = progress::read_stored_with_mappings(
+        &target,
+        &flow.source,
+        cfg.strait.mapping_max_runs_per_partition.value,
+    )
+    .await;
     let tps: Vec<TopicPartition> = stored
         .keys()
         .filter(|tp| record.topics.contains(&tp.topic))
         .cloned()
         .collect();
-    let ends = super::end_offsets(&source, &tps, IsolationLevel::ReadCommitted)
+    let partitions = left_behind_all(flow, &source, &target_admin, &tps, &stored, opts.quarantine)
         .await
-        .map_err(err("reading the old source's ends"))?;
+        .map_err(|(what, e)| OffsetsError::cluster(&name, what.into())(e))?;
+    let records_left_behind = partitions.iter().map(|p| p.records).sum();
+    let reverse_name = format!("{}->{}", flow.target, flow.source);
+    let mut report = FailbackReport {
+        flow: name.clone(),
+        partitions,
+        records_left_behind,
+        reverse: None,
+        next: Vec::new(),
+    };
+    if records_left_behind > 0 && !opts.quarantine {
+        report.next.push(
+            "the records left behind stay on the old source only: copy them to quarantine (--quarantine), then run strait failback again to set up the reverse flow".into(),
+        );
+        return Ok(report);
+    }
+    let Some(reverse) = cfg
+        .flow(&flow.target, &flow.source)
+        .filter(|r| r.enabled.value)
+    else {
+        report.next.push(format!(
+            "to copy back what producers write on {} now, add `{reverse_name}.enabled = true` and `{reverse_name}.topics = {}` to the config and run strait failback again: it sets up the reverse flow",
+            flow.target,
+            record.topics.iter().cloned().collect::<Vec<_>>().join(",")
+        ));
+        return Ok(report);
+    };
+    check_reverse(flow, reverse, &record, &stored)?;
+    let setup = Reverse {
+        flow,
+        reverse,
+        target_admin: &target_admin,
+        max_runs: cfg.strait.mapping_max_runs_per_partition.value,
+    };
+    let rev = setup.set_up(&tps, &stored, &mappings).await?;
+    report.next = vec![
+        format!(
+            "run strait with this config ({reverse_name}.enabled = true): it copies what producers wrote to {} on {} since the failover to {}",
+            record.topics.iter().cloned().collect::<Vec<_>>().join(", "),
+            flow.target,
+            flow.source
+        ),
+        format!(
+            "then stop those producers and fail over back: strait failover --config {} --flow {reverse_name} --groups <the groups>",
+            cfg.path.display()
+        ),
+    ];
+    report.reverse = Some(rev);
+    Ok(report)
+}
+
+/// Per failed-over partition, the records the old source holds beyond the copy (copied to
+/// quarantine with `quarantine`); on error, what failed.
+async fn left_behind_all(
+    flow: &FlowConfig,
+    source: &Cluster,
+    target_admin: &Cluster,
+    tps: &[TopicPartition],
+    stored: &BTreeMap<TopicPartition, Entry>,
+    quarantine: bool,
+) -> Result<Vec<LeftBehind>, (&'static str, ClusterError)> {
+    let ends = super::end_offsets(source, tps, IsolationLevel::ReadCommitted)
+        .await
+        .map_err(|e| ("reading the old source's ends", e))?;
     let mut partitions = Vec::new();
-    for tp in &tps {
+    for tp in tps {
         let copied_end = stored.get(tp).map_or(0, |e| e.next_offset);
         let end = ends.get(tp).copied().unwrap_or(copied_end);
         let mut left = Vec::new();
         if end > copied_end {
             records::read_range(
-                &source,
+                source,
                 tp,
                 copied_end,
                 end,
@@ -119,29 +259,181 @@ pub async fn failback_command(
                 },
             )
             .await
-            .map_err(err("reading the records left behind"))?;
+            .map_err(|e| ("reading the records left behind", e))?;
         }
         let mut lb = left_behind(tp, copied_end, end, &left);
-        if opts.quarantine && !left.is_empty() {
-            let (topic, offset) = quarantine(&target_admin, flow, tp, &left)
+        if quarantine && !left.is_empty() {
+            let (topic, offset) = self::quarantine(target_admin, flow, tp, &left)
                 .await
-                .map_err(err("copying the records left behind to quarantine"))?;
+                .map_err(|e| ("copying the records left behind to quarantine", e))?;
             lb.quarantined_to = Some(format!("{topic}-{}", tp.partition));
             lb.quarantine_offset = Some(offset);
         }
         partitions.push(lb);
     }
-    let records_left_behind = partitions.iter().map(|p| p.records).sum();
-    let reverse = format!("{}->{}", flow.target, flow.source);
-    Ok(FailbackReport {
-        flow: name,
-        partitions,
-        records_left_behind,
-        next: vec![format!(
-            "the reverse flow is not set up by strait yet: add `{reverse}.enabled = true` and `{reverse}.topics = ...` (the topics producers now write to on {}), run strait, then `strait failover --flow {reverse}` to move back",
-            flow.target
-        )],
-    })
+    Ok(partitions)
+}
+
+/// Refuses a reverse flow that misses a failed-over topic or, under `IdentityReplicationPolicy`,
+/// would copy back a topic the forward flow still copies (a loop).
+fn check_reverse(
+    flow: &FlowConfig,
+    reverse: &FlowConfig,
+    record: &FailoverRecord,
+    stored: &BTreeMap<TopicPartition, Entry>,
+) -> Result<(), FailbackError> {
+    let missing: Vec<&str> = record
+        .topics
+        .iter()
+        .filter(|t| !reverse.should_replicate_topic(t))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(FailbackError::ReverseMissesTopics {
+            reverse: reverse.name(),
+            topics: missing.join(", "),
+        });
+    }
+    if flow.replication_policy.is_identity() {
+        let looping: std::collections::BTreeSet<&str> = stored
+            .keys()
+            .map(|tp| tp.topic.as_str())
+            .filter(|t| !record.topics.contains(*t) && reverse.should_replicate_topic(t))
+            .collect();
+        if !looping.is_empty() {
+            return Err(FailbackError::ReverseLoop {
+                flow: flow.name(),
+                reverse: reverse.name(),
+                topics: looping.into_iter().collect::<Vec<_>>().join(", "),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Setting up the reverse flow `reverse` of `flow`.
+struct Reverse<'a> {
+    flow: &'a FlowConfig,
+    reverse: &'a FlowConfig,
+    /// `flow`'s target (the reverse flow's source).
+    target_admin: &'a Cluster,
+    max_runs: usize,
+}
+
+impl Reverse<'_> {
+    /// Under `IdentityReplicationPolicy`, stores the reverse flow's start on each failed-over
+    /// partition where the copy ended (what is below came from the old source); an earlier
+    /// start stored there means records were copied back already.
+    async fn set_up(
+        &self,
+        tps: &[TopicPartition],
+        stored: &BTreeMap<TopicPartition, Entry>,
+        mappings: &BTreeMap<TopicPartition, PartitionMapping>,
+    ) -> Result<ReverseSetup, FailbackError> {
+        let identity = self.flow.replication_policy.is_identity();
+        let mut out = ReverseSetup {
+            flow: self.reverse.name(),
+            policy: if identity { "identity" } else { "default" },
+            partitions: Vec::new(),
+        };
+        if !identity {
+            for tp in tps {
+                out.partitions.push(ReversePartition {
+                    source: tp.to_string(),
+                    target: TopicPartition::new(self.reverse.remote_topic(&tp.topic), tp.partition)
+                        .to_string(),
+                    start_offset: None,
+                    status: "own start",
+                });
+            }
+            return Ok(out);
+        }
+        let rname = self.reverse.name();
+        let err = |what: &'static str| OffsetsError::cluster(&rname, what.into());
+        let rc = &self.reverse.clients;
+        let old_source = cluster_for(&rname, "target admin", &rc.target_admin.client)?;
+        let mut store = ProgressStore::open_bounded(
+            &old_source,
+            &self.reverse.source,
+            self.reverse.progress_topic_replication_factor.value,
+            self.max_runs,
+        )
+        .await
+        .map_err(err("reading the reverse flow's stored progress"))?;
+        let topics: Vec<&str> = tps.iter().map(|tp| tp.topic.as_str()).collect();
+        let md = self
+            .target_admin
+            .refresh_metadata(Some(&topics))
+            .await
+            .map_err(err("describing the failed-over topics"))?;
+        let now = super::end_offsets(&old_source, tps, IsolationLevel::ReadUncommitted)
+            .await
+            .map_err(err("reading the old source's ends"))?;
+        for tp in tps {
+            let copy_end = copy_end(stored.get(tp), mappings.get(tp)).ok_or_else(|| {
+                FailbackError::CopyEndUnknown {
+                    flow: self.flow.name(),
+                    partition: tp.to_string(),
+                }
+            })?;
+            let start = Entry {
+                next_offset: copy_end,
+                topic_id: md.topics.get(&tp.topic).map_or([0; 16], |t| t.topic_id),
+                target_offset: now.get(tp).copied().unwrap_or(-1),
+                leader_epoch: -1,
+            };
+            let status = self.start_at(&mut store, tp, start)?;
+            out.partitions.push(ReversePartition {
+                source: tp.to_string(),
+                target: TopicPartition::new(self.reverse.remote_topic(&tp.topic), tp.partition)
+                    .to_string(),
+                start_offset: Some(store.get(tp).map_or(copy_end, |e| e.next_offset)),
+                status,
+            });
+        }
+        let mut none = OffsetMapping::new(self.max_runs).expect("a bound the config accepted");
+        store
+            .flush(&old_source, crate::time::wall_ms(), &mut none)
+            .await
+            .map_err(err("storing the reverse flow's start"))?;
+        Ok(out)
+    }
+}
+
+impl Reverse<'_> {
+    /// Stores `start` as the reverse flow's progress of `tp` unless it has one: at or past
+    /// `start` is fine (an earlier run, or the flow ran since); before it, records that came
+    /// from the old source were copied back to it.
+    fn start_at(
+        &self,
+        store: &mut ProgressStore,
+        tp: &TopicPartition,
+        start: Entry,
+    ) -> Result<&'static str, FailbackError> {
+        match store.get(tp) {
+            Some(e) if e.next_offset >= start.next_offset => Ok("already set"),
+            Some(e) => Err(FailbackError::ReverseCopiedBack {
+                reverse: self.reverse.name(),
+                partition: tp.to_string(),
+                stored: e.next_offset,
+                copy_end: start.next_offset,
+            }),
+            None => {
+                store.update(tp, start);
+                Ok("set")
+            }
+        }
+    }
+}
+
+/// Where the copy of a partition ended on the target: the target offset of its stored
+/// progress, exactly from the mapping when there is one.
+fn copy_end(entry: Option<&Entry>, mapping: Option<&PartitionMapping>) -> Option<i64> {
+    let entry = entry?;
+    match mapping.map(|m| m.translate(entry.next_offset)) {
+        Some(Translation::Exact(d)) => Some(d),
+        _ => Some(entry.target_offset).filter(|o| *o >= 0),
+    }
 }
 
 fn left_behind(
@@ -166,7 +458,8 @@ fn left_behind(
 
 /// Copies `left` to `strait-quarantine.<source>.<topic>`, partition `tp.partition`, on the
 /// target (created with as many partitions as the remote topic has, at least `tp.partition +
-/// 1`); returns the topic and the offset of the first copy.
+/// 1`), but for the records an earlier run copied; returns the topic and the offset of the
+/// first copy.
 async fn quarantine(
     target: &Cluster,
     flow: &crate::config::FlowConfig,
@@ -191,7 +484,30 @@ async fn quarantine(
         }
         target.wait_for_leaders(&topic, 30_000).await?;
     }
-    let mut first = None;
+    // A second run copies only what an earlier one did not: each copy names its source offset.
+    let qtp = TopicPartition::new(&topic, tp.partition);
+    let end = super::end_offsets(
+        target,
+        std::slice::from_ref(&qtp),
+        IsolationLevel::ReadCommitted,
+    )
+    .await?
+    .get(&qtp)
+    .copied()
+    .unwrap_or(0);
+    let mut done: Option<(i64, i64)> = None;
+    records::read_range(target, &qtp, 0, end, IsolationLevel::ReadCommitted, |r| {
+        if let Some(o) = quarantined_offset(&r) {
+            done = Some(done.map_or((r.offset, o), |(first, last)| (first, last.max(o))));
+        }
+        true
+    })
+    .await?;
+    let left: Vec<&StoredRecord> = left
+        .iter()
+        .filter(|r| done.is_none_or(|(_, last)| r.offset > last))
+        .collect();
+    let mut first = done.map(|(first, _)| first);
     for chunk in left.chunks(QUARANTINE_BATCH) {
         let batch: Vec<Record> = chunk
             .iter()
@@ -199,7 +515,7 @@ async fn quarantine(
                 let mut rec = Record::new(r.timestamp, r.key.clone(), r.value.clone());
                 rec.headers = r.headers.clone();
                 rec.headers.push((
-                    Bytes::from_static(b"strait.quarantine.source.offset"),
+                    Bytes::from_static(QUARANTINE_OFFSET_HEADER),
                     Some(Bytes::from(r.offset.to_string())),
                 ));
                 rec
@@ -245,6 +561,25 @@ impl fmt::Display for FailbackReport {
             "{} records on the old source were never copied to the target; nothing was deleted",
             self.records_left_behind
         )?;
+        if let Some(r) = &self.reverse {
+            writeln!(
+                f,
+                "reverse flow {} ({} replication policy) set up:",
+                r.flow, r.policy
+            )?;
+            for p in &r.partitions {
+                writeln!(
+                    f,
+                    "  {:<32} -> {:<32} {}",
+                    p.source,
+                    p.target,
+                    match p.start_offset {
+                        Some(o) => format!("from offset {o} ({})", p.status),
+                        None => "from its start (auto.offset.reset)".to_string(),
+                    }
+                )?;
+            }
+        }
         for n in &self.next {
             writeln!(f, "next: {n}")?;
         }

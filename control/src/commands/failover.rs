@@ -510,6 +510,13 @@ impl<P: FnMut(&str)> Run<'_, P> {
             store.finish_load(read);
             checkpoints = Some(store);
         }
+        let mut returning = BTreeMap::new();
+        if !self.opts.source_unavailable && !self.opts.groups.is_empty() {
+            let err = self.err("reading the stored failover and mapping of the opposite flow");
+            returning = self::returning(self.cfg, self.flow, &self.cl.source_admin)
+                .await
+                .map_err(err)?;
+        }
         for g in &self.opts.groups {
             let ev = match &checkpoints {
                 Some(store) => {
@@ -520,7 +527,8 @@ impl<P: FnMut(&str)> Run<'_, P> {
                 }
                 None => {
                     let err = self.err("moving a group's offsets");
-                    move_group(&self.cl, self.flow, g, &self.tps, &mappings, no_commit)
+                    let maps = (&mappings, &returning);
+                    move_group(&self.cl, self.flow, g, &self.tps, maps, no_commit)
                         .await
                         .map_err(err)?
                 }
@@ -785,47 +793,85 @@ async fn commit_all(
     Ok(())
 }
 
-/// Translates group `g`'s committed source offsets of `tps` by the stored mappings and
-/// commits them to `g` on the target (not in a dry run).
+/// A partition of this flow's source that the opposite flow (target->source) filled before it
+/// was failed over: in a failback, a group's position there goes back to the partition it came
+/// from, through that flow's stored mapping.
+struct Returning {
+    /// The partition on this flow's target it was copied from.
+    original: TopicPartition,
+    mapping: PartitionMapping,
+}
+
+/// The partitions of this flow's source that came from its target by the opposite flow, when
+/// that flow's topics were failed over (the failover back of a failback); none otherwise.
+async fn returning(
+    cfg: &Mm2Config,
+    flow: &FlowConfig,
+    source: &Cluster,
+) -> Result<BTreeMap<TopicPartition, Returning>, ClusterError> {
+    let Some(opposite) = cfg.flow(&flow.target, &flow.source) else {
+        return Ok(BTreeMap::new());
+    };
+    let Some(record) = failover::read_all(source).await?.remove(&opposite.name()) else {
+        return Ok(BTreeMap::new());
+    };
+    let (_, mappings) = progress::read_stored_with_mappings(
+        source,
+        &opposite.source,
+        cfg.strait.mapping_max_runs_per_partition.value,
+    )
+    .await;
+    Ok(mappings
+        .into_iter()
+        .filter(|(tp, _)| record.topics.contains(&tp.topic))
+        .map(|(tp, mapping)| {
+            let here = TopicPartition::new(opposite.remote_topic(&tp.topic), tp.partition);
+            (
+                here,
+                Returning {
+                    original: tp,
+                    mapping,
+                },
+            )
+        })
+        .collect())
+}
+
+/// Translates group `g`'s committed source offsets of `tps` by the stored mappings (and of the
+/// `returning` partitions back to where they came from, unless this flow's own mapping
+/// answers exactly) and commits them to `g` on the target (not in a dry run).
 async fn move_group(
     cl: &Clients,
     flow: &FlowConfig,
     g: &str,
     tps: &[TopicPartition],
-    mappings: &BTreeMap<TopicPartition, PartitionMapping>,
+    maps: (
+        &BTreeMap<TopicPartition, PartitionMapping>,
+        &BTreeMap<TopicPartition, Returning>,
+    ),
     dry_run: bool,
 ) -> Result<GroupEvidence, ClusterError> {
+    let (mappings, returning) = maps;
     let committed = cl.source_admin.offset_fetch(g).await?;
     let mut rows = Vec::new();
     let mut commit = BTreeMap::new();
-    for tp in tps {
+    let own: BTreeSet<&TopicPartition> = tps.iter().collect();
+    let back = returning.keys().filter(|tp| !own.contains(tp));
+    for tp in tps.iter().chain(back) {
         let Some(c) = committed.get(tp).filter(|c| c.offset >= 0) else {
             continue;
         };
-        let target = TopicPartition::new(flow.remote_topic(&tp.topic), tp.partition);
-        let translated = mappings.get(tp).map(|m| m.translate(c.offset));
-        let (target_offset, exact) = match translated {
-            Some(Translation::Exact(d)) => (Some(d), true),
-            Some(Translation::Approximate(d)) => (Some(d), false),
-            _ => (None, false),
-        };
-        if let Some(d) = target_offset {
+        let (target, row) = translate_row(flow, tp, c.offset, mappings.get(tp), returning.get(tp));
+        if let Some(d) = row.target_offset {
             commit.insert(
-                target.clone(),
+                target,
                 CommittedOffset {
                     offset: d,
                     metadata: c.metadata.clone(),
                 },
             );
         }
-        rows.push(GroupRow {
-            source: tp.to_string(),
-            committed: c.offset,
-            target: target.to_string(),
-            target_offset,
-            exact,
-            via: "stored mapping",
-        });
+        rows.push(row);
     }
     let done = !dry_run && !commit.is_empty();
     if done {
@@ -836,6 +882,47 @@ async fn move_group(
         partitions: rows,
         committed: done,
     })
+}
+
+/// One group position moved: by this flow's mapping, or back by the opposite flow's where this
+/// flow's does not answer exactly (records below where the reverse flow started came from the
+/// target).
+fn translate_row(
+    flow: &FlowConfig,
+    tp: &TopicPartition,
+    committed: i64,
+    mapping: Option<&PartitionMapping>,
+    returning: Option<&Returning>,
+) -> (TopicPartition, GroupRow) {
+    let forward = mapping
+        .map(|m| m.translate(committed))
+        .filter(|t| matches!(t, Translation::Exact(_)) || returning.is_none());
+    let (target, translated, via) = match (forward, returning) {
+        (None, Some(r)) => (
+            r.original.clone(),
+            Some(r.mapping.translate_back(committed)),
+            "mapping back",
+        ),
+        (t, _) => (
+            TopicPartition::new(flow.remote_topic(&tp.topic), tp.partition),
+            t,
+            "stored mapping",
+        ),
+    };
+    let (target_offset, exact) = match translated {
+        Some(Translation::Exact(d)) => (Some(d), true),
+        Some(Translation::Approximate(d)) => (Some(d), false),
+        _ => (None, false),
+    };
+    let row = GroupRow {
+        source: tp.to_string(),
+        committed,
+        target: target.to_string(),
+        target_offset,
+        exact,
+        via,
+    };
+    (target, row)
 }
 
 /// What to point clients at.
@@ -956,9 +1043,10 @@ impl fmt::Display for FailoverReport {
                     r.target,
                     r.target_offset.map_or("-".into(), |o| o.to_string()),
                     match (r.exact, r.via) {
+                        (true, "mapping back") => " (mapping back)".to_string(),
                         (true, _) => String::new(),
-                        (false, "stored mapping") => " (approximate)".to_string(),
-                        (false, via) => format!(" ({via})"),
+                        (false, "last checkpoint") => " (last checkpoint)".to_string(),
+                        (false, via) => format!(" (approximate, {via})"),
                     }
                 )?;
             }

@@ -542,6 +542,34 @@ impl PartitionMapping {
         }
     }
 
+    /// The other way round (a failback): the upstream offset where a consumer at downstream
+    /// offset `downstream` resumes on the source, having read exactly the replicated records
+    /// below it. Inside a run, or at its downstream end, the answer is exact; in a downstream
+    /// gap (records the mapping did not write) it is the end of the run before, a safe lower
+    /// bound; past the last run it is approximate (the consumer read records written to the
+    /// target by someone else). Runs are few (bounded by `max_segments`): a scan, newest run
+    /// first, since a truncated target's rewritten offsets belong to the later run.
+    pub fn translate_back(&self, downstream: i64) -> Translation {
+        if let Some(r) = self
+            .runs
+            .iter()
+            .rev()
+            .find(|r| r.downstream_start <= downstream && downstream <= r.downstream_end())
+        {
+            return Translation::Exact(r.upstream_start + (downstream - r.downstream_start));
+        }
+        match self
+            .runs
+            .iter()
+            .rev()
+            .filter(|r| r.downstream_end() < downstream)
+            .max_by_key(|r| r.downstream_end())
+        {
+            Some(r) => Translation::Approximate(r.upstream_end()),
+            None => Translation::BeforeHistory,
+        }
+    }
+
     /// The downstream offset of the first retained run starting after `upstream`: the exact
     /// answer for `upstream` is at or before it. `None` past the last run.
     pub fn next_known_downstream(&self, upstream: i64) -> Option<i64> {
@@ -750,6 +778,23 @@ mod tests {
         assert_eq!(m.translate(9), Translation::Exact(108));
         // Ahead of replication: MM2's +1 rule from the last replicated record.
         assert_eq!(m.translate(50), Translation::Approximate(108));
+    }
+
+    #[test]
+    fn translation_back_from_the_target() {
+        // Records 0..5 at 100..105; upstream 5 is a marker; 6..9 at 105..108; 108..110 on the
+        // target written by someone else; 9..11 at 110..112.
+        let m = mapping(&[(0, 100, 5), (6, 105, 3), (9, 110, 2)]);
+        assert_eq!(m.translate_back(99), Translation::BeforeHistory);
+        assert_eq!(m.translate_back(100), Translation::Exact(0));
+        assert_eq!(m.translate_back(104), Translation::Exact(4));
+        // 105 is both the first run's end and the second's start: the record there is 6.
+        assert_eq!(m.translate_back(105), Translation::Exact(6));
+        assert_eq!(m.translate_back(108), Translation::Exact(9));
+        // Inside the foreign records: resume after the last replicated record read.
+        assert_eq!(m.translate_back(109), Translation::Approximate(9));
+        assert_eq!(m.translate_back(112), Translation::Exact(11));
+        assert_eq!(m.translate_back(200), Translation::Approximate(11));
     }
 
     #[test]
@@ -1034,6 +1079,13 @@ mod tests {
                     prop_assert_eq!(got, Translation::Approximate(pairs.last().unwrap().1 + 1));
                 }
             }
+            // And back: the consumer at each replicated record's target offset resumes at
+            // that record on the source; after the last one, right after it.
+            for &(u, d) in &pairs {
+                prop_assert_eq!(m.translate_back(d), Translation::Exact(u), "d={}", d);
+            }
+            let &(lu, ld) = pairs.last().unwrap();
+            prop_assert_eq!(m.translate_back(ld + 1), Translation::Exact(lu + 1));
         }
 
         #[test]
