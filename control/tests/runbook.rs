@@ -31,6 +31,7 @@ fn the_dr_runbook_runs_as_the_readme_shows_it() {
         "20 records on the old source were never copied to the target; nothing was deleted",
         "(default replication policy) set up:",
         "OK: failed over; strait no longer copies these topics",
+        "again, the groups at their positions above",
         "OK: DR runbook complete.",
     ] {
         assert!(stdout.contains(line), "missing {line:?}\nstdout:\n{stdout}");

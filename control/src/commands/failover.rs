@@ -510,13 +510,7 @@ impl<P: FnMut(&str)> Run<'_, P> {
             store.finish_load(read);
             checkpoints = Some(store);
         }
-        let mut returning = BTreeMap::new();
-        if !self.opts.source_unavailable && !self.opts.groups.is_empty() {
-            let err = self.err("reading the stored failover and mapping of the opposite flow");
-            returning = self::returning(self.cfg, self.flow, &self.cl.source_admin)
-                .await
-                .map_err(err)?;
-        }
+        let returning = self.returning_partitions().await?;
         for g in &self.opts.groups {
             let ev = match &checkpoints {
                 Some(store) => {
@@ -565,7 +559,13 @@ impl<P: FnMut(&str)> Run<'_, P> {
                 }
             })
             .collect();
-        self.report.next = next_steps(self.cfg, self.flow, &self.topics, &self.opts.groups);
+        self.report.next = next_steps(
+            self.cfg,
+            self.flow,
+            &self.topics,
+            &self.opts.groups,
+            &returning,
+        );
         if !self.opts.dry_run && !self.done_before() {
             self.store(Stage::Done).await?;
         }
@@ -574,6 +574,20 @@ impl<P: FnMut(&str)> Run<'_, P> {
 }
 
 impl<P: FnMut(&str)> Run<'_, P> {
+    /// In a planned failover with groups: the partitions of the source that came from the
+    /// target (a failover back, see [`returning`]).
+    async fn returning_partitions(
+        &self,
+    ) -> Result<BTreeMap<TopicPartition, Returning>, FailoverError> {
+        if self.opts.source_unavailable || self.opts.groups.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let err = self.err("reading the stored failover and mapping of the opposite flow");
+        Ok(returning(self.cfg, self.flow, &self.cl.source_admin)
+            .await
+            .map_err(err)?)
+    }
+
     /// What the running strait last saw of the source (its API), when asked.
     fn last_seen(&mut self) -> BTreeMap<TopicPartition, LastSeen> {
         let Some(api) = &self.opts.api else {
@@ -931,6 +945,7 @@ fn next_steps(
     flow: &FlowConfig,
     topics: &BTreeSet<String>,
     groups: &[String],
+    returning: &BTreeMap<TopicPartition, Returning>,
 ) -> Vec<String> {
     let bootstrap = cfg
         .clusters
@@ -945,6 +960,16 @@ fn next_steps(
         })
         .unwrap_or_default();
     let mut out = Vec::new();
+    // A failover back: the consumers of the topics that came from here go back to them.
+    let back: BTreeSet<&str> = returning
+        .values()
+        .map(|r| r.original.topic.as_str())
+        .collect();
+    for t in back {
+        out.push(format!(
+            "consumers of {t}: bootstrap.servers={bootstrap}, topic {t} again, the groups at their positions above"
+        ));
+    }
     for t in topics {
         let remote = flow.remote_topic(t);
         out.push(format!(
