@@ -62,6 +62,51 @@ pub(super) async fn exclude_failed_over(mut plan: FlowPlan) -> FlowPlan {
     plan
 }
 
+/// Under `IdentityReplicationPolicy`, a flow whose opposite flow failed topics over from this
+/// flow's target is the reverse flow of a failback: on such a topic (the copy, under the same
+/// name) it would copy from the start the records that came from this flow's target, back to
+/// it. Until `strait failback` has stored where it starts, those topics are left out, with an
+/// error naming the command. A state that cannot be read is logged and the plan kept.
+pub(super) async fn exclude_unprepared_reverse(mut plan: FlowPlan) -> FlowPlan {
+    if !plan.config.replication_policy.is_identity() {
+        return plan;
+    }
+    let name = format!("{}->{}", plan.source, plan.target);
+    let opposite = format!("{}->{}", plan.target, plan.source);
+    let clients = &plan.config.clients;
+    let (source, target) = match (
+        cluster_for(&name, "source admin", &clients.source_admin.client),
+        cluster_for(&name, "target consumer", &clients.target_consumer.client),
+    ) {
+        (Ok(s), Ok(t)) => (s, t),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::warn!(flow = %name, error = %e, "cannot read the opposite flow's failover state");
+            return plan;
+        }
+    };
+    let read = tokio::time::timeout(START_READ_TIMEOUT, failover::read_all(&source)).await;
+    let Ok(Ok(mut all)) = read else {
+        tracing::warn!(flow = %name, "cannot read {} on the source; if {opposite} was failed over, run strait failback before this flow", failover::TOPIC);
+        return plan;
+    };
+    let Some(record) = all.remove(&opposite) else {
+        return plan;
+    };
+    let stored = crate::store::progress::read_stored(&target, &plan.source).await;
+    let unprepared: BTreeSet<String> = record
+        .topics
+        .into_iter()
+        .filter(|t| !stored.keys().any(|tp| &tp.topic == t))
+        .collect();
+    if unprepared.is_empty() {
+        return plan;
+    }
+    tracing::error!(flow = %name, topics = ?unprepared, "{opposite} was failed over; under IdentityReplicationPolicy this flow would copy these topics' records that came from {} back to it: not replicated until `strait failback --flow {opposite}` sets where it starts", plan.target);
+    let inner = std::mem::replace(&mut plan.should_replicate, Box::new(|_| false));
+    plan.should_replicate = Box::new(move |t| !unprepared.contains(t) && inner(t));
+    plan
+}
+
 /// The watch of the failover state while the run goes on.
 #[derive(Debug, Default)]
 pub(super) struct FailoverWatch {

@@ -271,6 +271,7 @@ pub async fn run(
     let mut flows = Vec::new();
     for plan in plans {
         let plan = failover::exclude_failed_over(plan).await;
+        let plan = failover::exclude_unprepared_reverse(plan).await;
         flows.push(start::open_flow(plan, &instance, started).await?);
     }
     let (shards, ev_rx) = start::spawn_shards(&opts)?;
