@@ -127,10 +127,6 @@ async fn prepare_topic(source: &Cluster, topic: &str, args: &LoadArgs) -> Result
         ),
         Err(e) => return Err(e).with_context(|| format!("creating {topic} on the source")),
     }
-    source
-        .wait_for_leaders(topic, 60_000)
-        .await
-        .with_context(|| format!("waiting for the leaders of {topic} on the source"))?;
     eprintln!(
         "strait-bench load: created {topic} ({} partitions) on the source",
         args.partitions
@@ -212,6 +208,12 @@ async fn measure(
     run_id: u64,
     codec: Compression,
 ) -> Result<LoadResult> {
+    // After the creation, inside the clean-up's reach.
+    clients
+        .source
+        .wait_for_leaders(topic, 60_000)
+        .await
+        .with_context(|| format!("waiting for the leaders of {topic} on the source"))?;
     await_remote(
         &clients.target,
         remote,
