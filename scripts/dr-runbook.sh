@@ -3,8 +3,8 @@
 # the applications): smoke test and verify while strait copies east -> west, drill of a consumer
 # group, an unplanned failover (strait stopped, then records written to east that never reach
 # west), the applications moved to west, then failback once east is back: the records left
-# behind reported and quarantined, the reverse flow west -> east set up and run, and the
-# planned failover back to east with the group translated back.
+# behind reported and quarantined, the reverse flow west -> east set up and run, the planned
+# failover back to east with the group translated back, and east -> west copying again.
 #
 # Environment:
 #   DR_RECORDS     records to produce with kafka-producer-perf-test [20000]
@@ -157,4 +157,12 @@ run "$strait_bin" failover --config mm2.properties --flow "$west->$east" --group
 stop_strait
 tool kafka-consumer-groups --bootstrap-server "$east_bs" --describe --group "$group" 2>/dev/null |
   awk 'NF {printf "%-14s %-14s %-9s %-14s %-14s %s\n", $1, $2, $3, $4, $5, $6}'
+
+say "9. $west is $east's copy again: $east->$west copies $topic again"
+run "$strait_bin" failback --config mm2.properties --flow "$east->$west" --resume
+copied="$(sum_ends "$west_bs" "$remote")"
+start_strait
+wait_ends "$west_bs" "$remote" "$((copied + 20))" "the copy again (the 20 records left behind first)"
+stop_strait
+tool kafka-get-offsets --bootstrap-server "$west_bs" --topic "$remote"
 echo "OK: DR runbook complete. Config and log: $work"

@@ -119,6 +119,11 @@ struct FailbackArgs {
     /// Copy the records left behind to `strait-quarantine.<source>.<topic>` on the target.
     #[arg(long)]
     quarantine: bool,
+    /// The last step, after the failover back (`strait failover --flow target->source`): the
+    /// flow copies the failed-over topics again (they leave its stored failover state; under
+    /// IdentityReplicationPolicy it starts where the reverse flow's copy ended).
+    #[arg(long, conflicts_with = "quarantine")]
+    resume: bool,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -980,11 +985,16 @@ fn failback(args: &FailbackArgs) -> anyhow::Result<ExitCode> {
     let Some(cfg) = load_or_report(&args.config) else {
         return Ok(ExitCode::from(3));
     };
+    let (rt, local) = command_runtime()?;
+    if args.resume {
+        use strait_control::commands::resume::resume_command;
+        let report = local.block_on(&rt, resume_command(&cfg, args.flow.as_deref()))?;
+        return print_report(&report, args.json, true);
+    }
     let opts = FailbackOptions {
         flow: args.flow.clone(),
         quarantine: args.quarantine,
     };
-    let (rt, local) = command_runtime()?;
     let report = local.block_on(&rt, failback_command(&cfg, &opts))?;
     let ok = report.records_left_behind == 0 || args.quarantine;
     print_report(&report, args.json, ok)

@@ -276,6 +276,40 @@ fn failback_scenario(identity: bool) {
         read, not_read_on_t,
         "the group on S must read exactly what it had not read on T"
     );
+
+    // The last step: S->T copies the topic again, so that T is a copy of S once more. Under
+    // the identity policy it starts past what came back from T; under the default policy it
+    // goes on from its stored progress (the records left behind reach T now).
+    let (code, resumed, stderr) = strait(&["failback", "--flow", &flow, "--resume"], &cfg2);
+    assert_eq!(code, Some(0), "{resumed:#}\n{stderr}");
+    produce_round_robin(&topic, "after-resume-", 10);
+    let before: i64 = offsets(tb.target(), &remote).iter().map(|o| o.1).sum();
+    let expected = before + if identity { 10 } else { 40 };
+    let run = Strait::start(Path::new(STRAIT), &cfg2, &[]);
+    wait_for(90, "S->T copying again", || {
+        offsets(tb.target(), &remote)
+            .iter()
+            .map(|o| o.1)
+            .sum::<i64>()
+            == expected
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    run.signal("TERM");
+    let _ = run.wait(Duration::from_secs(30));
+    let on_t: Vec<String> = read_all(tb.target(), &remote)
+        .into_iter()
+        .map(|r| r.value)
+        .collect();
+    let count = |prefix: &str| on_t.iter().filter(|v| v.starts_with(prefix)).count();
+    assert_eq!(on_t.len() as i64, expected, "{resumed:#}");
+    assert_eq!(count("after-resume-"), 10, "{resumed:#}");
+    assert_eq!(count("left-"), if identity { 0 } else { 30 }, "{resumed:#}");
+    let unique: std::collections::BTreeSet<&String> = on_t.iter().collect();
+    assert_eq!(
+        unique.len(),
+        on_t.len(),
+        "a record copied twice: {resumed:#}"
+    );
 }
 
 #[test]

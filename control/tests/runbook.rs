@@ -32,6 +32,7 @@ fn the_dr_runbook_runs_as_the_readme_shows_it() {
         "(default replication policy) set up:",
         "OK: failed over; strait no longer copies these topics",
         "again, the groups at their positions above",
+        "OK: restart strait (every instance of the flow) to copy them again",
         "OK: DR runbook complete.",
     ] {
         assert!(stdout.contains(line), "missing {line:?}\nstdout:\n{stdout}");

@@ -336,6 +336,17 @@ impl Reverse<'_> {
             policy: if identity { "identity" } else { "default" },
             partitions: Vec::new(),
         };
+        let rname = self.reverse.name();
+        let err = |what: &'static str| OffsetsError::cluster(&rname, what.into());
+        let rc = &self.reverse.clients;
+        let old_source = cluster_for(&rname, "target admin", &rc.target_admin.client)?;
+        // The reverse flow failed over back in an earlier failback keeps these topics stopped,
+        // and its stored progress there is where that one ended.
+        let earlier = failover::read_all(&old_source)
+            .await
+            .map_err(err("reading the reverse flow's stored failover state"))?
+            .remove(&rname)
+            .filter(|r| tps.iter().any(|tp| r.topics.contains(&tp.topic)));
         if !identity {
             for tp in tps {
                 out.partitions.push(ReversePartition {
@@ -346,12 +357,9 @@ impl Reverse<'_> {
                     status: "own start",
                 });
             }
+            self.unstop(&old_source, earlier, tps).await?;
             return Ok(out);
         }
-        let rname = self.reverse.name();
-        let err = |what: &'static str| OffsetsError::cluster(&rname, what.into());
-        let rc = &self.reverse.clients;
-        let old_source = cluster_for(&rname, "target admin", &rc.target_admin.client)?;
         let mut store = ProgressStore::open_bounded(
             &old_source,
             &self.reverse.source,
@@ -382,7 +390,10 @@ impl Reverse<'_> {
                 target_offset: now.get(tp).copied().unwrap_or(-1),
                 leader_epoch: -1,
             };
-            let status = self.start_at(&mut store, tp, start)?;
+            let stale = earlier
+                .as_ref()
+                .is_some_and(|r| r.topics.contains(&tp.topic));
+            let status = self.start_at(&mut store, tp, start, stale)?;
             out.partitions.push(ReversePartition {
                 source: tp.to_string(),
                 target: TopicPartition::new(self.reverse.remote_topic(&tp.topic), tp.partition)
@@ -396,6 +407,7 @@ impl Reverse<'_> {
             .flush(&old_source, crate::time::wall_ms(), &mut none)
             .await
             .map_err(err("storing the reverse flow's start"))?;
+        self.unstop(&old_source, earlier, tps).await?;
         Ok(out)
     }
 }
@@ -409,8 +421,14 @@ impl Reverse<'_> {
         store: &mut ProgressStore,
         tp: &TopicPartition,
         start: Entry,
+        stale: bool,
     ) -> Result<&'static str, FailbackError> {
         match store.get(tp) {
+            // Where an earlier failback's reverse flow stopped: this one starts anew.
+            Some(e) if stale && e.next_offset < start.next_offset => {
+                store.update(tp, start);
+                Ok("set")
+            }
             Some(e) if e.next_offset >= start.next_offset => Ok("already set"),
             Some(e) => Err(FailbackError::ReverseCopiedBack {
                 reverse: self.reverse.name(),
@@ -423,6 +441,37 @@ impl Reverse<'_> {
                 Ok("set")
             }
         }
+    }
+}
+
+impl Reverse<'_> {
+    /// Takes `tps`' topics out of the reverse flow's stored failover state of an earlier
+    /// failback, so that strait copies them again.
+    async fn unstop(
+        &self,
+        old_source: &Cluster,
+        earlier: Option<FailoverRecord>,
+        tps: &[TopicPartition],
+    ) -> Result<(), FailbackError> {
+        let Some(mut record) = earlier else {
+            return Ok(());
+        };
+        for tp in tps {
+            record.topics.remove(&tp.topic);
+        }
+        record.updated_ms = crate::time::wall_ms();
+        let rname = self.reverse.name();
+        failover::write(
+            old_source,
+            &rname,
+            &record,
+            self.reverse.progress_topic_replication_factor.value,
+        )
+        .await
+        .map_err(|e| {
+            OffsetsError::cluster(&rname, "clearing its stored failover state".into())(e)
+        })?;
+        Ok(())
     }
 }
 
@@ -476,8 +525,8 @@ async fn quarantine(
             .get(&remote)
             .map_or(0, |t| t.partitions.len() as i32)
             .max(tp.partition + 1);
-        let spec = NewTopic::new(&topic, partitions)
-            .replication_factor(flow.progress_topic_replication_factor.value);
+        let spec =
+            NewTopic::new(&topic, partitions).replication_factor(flow.replication_factor.value);
         match target.create_topic(spec, 30_000).await {
             Err(e) if !e.is(kafka_protocol::ResponseError::TopicAlreadyExists) => return Err(e),
             _ => {}

@@ -18,6 +18,7 @@ pub mod failback;
 pub mod failover;
 pub mod migrate;
 pub mod preflight;
+pub mod resume;
 pub mod smoke;
 pub mod translate;
 pub mod verify;
