@@ -662,6 +662,7 @@ fn run(path: PathBuf, args: RunArgs, json_logs: bool) -> anyhow::Result<ExitCode
         progress: Some(progress_output(progress_interval, json_logs)),
         verify: verify_settings(&cfg.strait),
         cpus: cfg.strait.cpus.value.clone(),
+        pin: cfg.strait.cpus_pin.value,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

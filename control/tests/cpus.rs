@@ -93,3 +93,42 @@ fn strait_cpus_places_the_shards_and_keeps_the_control_thread_off_them() {
         exit.stderr
     );
 }
+
+#[test]
+fn strait_cpus_pin_false_leaves_every_thread_on_the_whole_mask() {
+    Testbed::get();
+    let mask = allowed(&std::fs::read_to_string("/proc/self/status").unwrap());
+    let cfg = testbed_mm2_config(&unique("cpus-none"), "strait.cpus.pin = false\n");
+    let run = Strait::start(Path::new(STRAIT), &cfg, &["--shards", "2"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !run.stderr().contains("shards started") {
+        assert!(Instant::now() < deadline, "{}", run.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let all = threads(run.pid());
+    let shards = all
+        .iter()
+        .filter(|(_, name, _)| name.starts_with("strait-shard"))
+        .count();
+    assert_eq!(shards, 2, "{all:?}");
+    // No thread narrowed: each may run on every CPU the process may.
+    for (_, name, cpus) in &all {
+        assert_eq!(cpus, &mask, "{name}: {all:?}");
+    }
+    assert!(run.stderr().contains("not pinned"), "{}", run.stderr());
+    drop(run);
+
+    // Naming CPUs and refusing to pin contradict each other: refused, both keys named.
+    let cfg = testbed_mm2_config(
+        &unique("cpus-none"),
+        "strait.cpus = 0\nstrait.cpus.pin = false\n",
+    );
+    let exit = Strait::start(Path::new(STRAIT), &cfg, &[]).wait(Duration::from_secs(60));
+    assert_ne!(exit.code, Some(0), "{}", exit.stderr);
+    assert!(
+        exit.stderr
+            .contains("strait.cpus names CPUs (0) but strait.cpus.pin is false"),
+        "{}",
+        exit.stderr
+    );
+}

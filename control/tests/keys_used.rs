@@ -752,6 +752,10 @@ static ELSEWHERE: &[(&str, &str)] = &[
         "the binary's run options (run::start places the shards and the control thread); control/tests/cpus.rs reads the threads' CPUs back from /proc",
     ),
     (
+        "strait.cpus.pin",
+        "the binary's run options (run::start pins no thread when false); control/tests/cpus.rs strait_cpus_pin_false_*",
+    ),
+    (
         "strait.verify.enabled",
         "the binary's run options (run::verifier); control/tests/verify.rs continuous_verification_*",
     ),

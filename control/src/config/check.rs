@@ -543,6 +543,7 @@ fn strait_settings(out: &mut String, s: &StraitSettings) {
                 }
             })),
         ),
+        ("strait.cpus.pin", text(&s.cpus_pin)),
         ("strait.verify.enabled", text(&s.verify_enabled)),
         (
             "strait.verify.from",

@@ -1457,6 +1457,13 @@ pub static STRAIT_KEYS: &[KeyDef] = &[
         None,
         Reload::Refused("the shard threads are placed once, at start; restart to apply"),
     ),
+    // Whether the shard and control threads are pinned at all (`run::start`).
+    s(
+        "strait.cpus.pin",
+        Ty::Bool,
+        Some("true"),
+        Reload::Refused("the shard threads are placed once, at start; restart to apply"),
+    ),
     s(
         "strait.io",
         Ty::Enum(&["auto", "uring", "epoll"]),

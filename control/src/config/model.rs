@@ -494,6 +494,11 @@ pub struct StraitSettings {
     /// Each must be in that mask. The control thread, and every thread it starts, is kept on
     /// the mask's other CPUs when there are any.
     pub cpus: Setting<Vec<usize>>,
+    /// `strait.cpus.pin`: pin the shard threads (and the control thread) to CPUs, default
+    /// true. False leaves placement to the kernel's scheduler: for hosts where strait shares
+    /// its CPUs with other work, such as a container limited by a CPU quota but not a cpuset
+    /// (its inherited mask is the whole node). Cannot be combined with `strait.cpus`.
+    pub cpus_pin: Setting<bool>,
     /// `strait.verify.enabled`: continuous verification while `strait run` runs, default false.
     /// Each round compares, for every partition this member holds, what was copied since the
     /// last round (the first round: since the run started) record by record with the source,
@@ -567,6 +572,7 @@ impl StraitSettings {
             "strait.metrics.per.partition" => d(&self.metrics_per_partition),
             "strait.health.stall.timeout.ms" => d(&self.health_stall_timeout_ms),
             "strait.cpus" => d(&self.cpus),
+            "strait.cpus.pin" => d(&self.cpus_pin),
             "strait.verify.enabled" => d(&self.verify_enabled),
             "strait.verify.from" => d(&self.verify_from_history),
             "strait.verify.interval.ms" => d(&self.verify_interval_ms),

@@ -1908,6 +1908,13 @@ pub(crate) fn strait_settings(
             "the CPUs of the inherited affinity mask",
             parse_cpu_list,
         ),
+        cpus_pin: get(
+            &file,
+            "strait.cpus.pin",
+            true,
+            "shard threads pinned, one CPU each",
+            parse_bool,
+        ),
         verify_enabled: get(
             &file,
             "strait.verify.enabled",

@@ -105,6 +105,8 @@ pub struct RunOptions {
     pub verify: Option<VerifySettings>,
     /// `strait.cpus`: the shards' CPUs (empty: the inherited affinity mask's).
     pub cpus: Vec<usize>,
+    /// `strait.cpus.pin`: false leaves the threads' placement to the kernel.
+    pub pin: bool,
 }
 
 /// How a run ended.
@@ -152,6 +154,9 @@ pub enum RunError {
         "strait.cpus lists CPUs {outside}, which this process may not run on (its affinity mask: {mask}; see taskset or the cgroup's cpuset)"
     )]
     Cpus { outside: String, mask: String },
+    /// `strait.cpus` names CPUs while `strait.cpus.pin` is false.
+    #[error("strait.cpus names CPUs ({cpus}) but strait.cpus.pin is false: set one or the other")]
+    CpusUnpinned { cpus: String },
     /// A shard thread could not be started.
     #[error("cannot start shard {shard}: {error}")]
     ShardStart {

@@ -132,11 +132,16 @@ fn command_channel_capacity() -> usize {
 pub(super) fn spawn_shards(opts: &RunOptions) -> Result<(Shards, Receiver<ShardEvent>), RunError> {
     let capacity = command_channel_capacity();
     let (ev_tx, ev_rx) = crossbeam_channel::bounded::<ShardEvent>(1024);
+    if !opts.pin && !opts.cpus.is_empty() {
+        return Err(RunError::CpusUnpinned {
+            cpus: cpu_list(&opts.cpus),
+        });
+    }
     let cores = shard_cores(&opts.cpus)?;
     let mut shards: Vec<ShardHandle> = Vec::new();
     for i in 0..opts.shards.max(1) {
         let mut cfg = ShardConfig::new(i, opts.backend);
-        cfg.core = Some(cores[i % cores.len()]);
+        cfg.core = opts.pin.then(|| cores[i % cores.len()]);
         cfg.memory_budget_bytes = shard_memory_bytes(opts.memory_bytes, opts.shards);
         shards.push(
             spawn_shard(cfg, ev_tx.clone(), capacity)
@@ -144,6 +149,16 @@ pub(super) fn spawn_shards(opts: &RunOptions) -> Result<(Shards, Receiver<ShardE
         );
     }
     drop(ev_tx);
+    if !opts.pin {
+        tracing::info!(
+            shards = shards.len(),
+            io = opts.backend.name(),
+            shard_cpus = "not pinned (strait.cpus.pin = false)",
+            control_cpu = "not pinned",
+            "shards started"
+        );
+        return Ok((Shards::new(shards), ev_rx));
+    }
     let used: Vec<usize> = (0..shards.len())
         .map(|i| cores[i % cores.len()].id)
         .collect();
