@@ -91,6 +91,8 @@ $west.bootstrap.servers = $west_bs
 $east->$west.enabled = true
 $east->$west.topics = $topic
 emit.heartbeats.enabled = false
+# The test bed may hold other runs' heartbeats topics: copy only the runbook's topic.
+heartbeats.replication.enabled = false
 emit.checkpoints.interval.seconds = 1
 refresh.groups.interval.seconds = 1
 strait.api.listen = 127.0.0.1:0

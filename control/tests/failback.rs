@@ -310,6 +310,57 @@ fn failback_scenario(identity: bool) {
         on_t.len(),
         "a record copied twice: {resumed:#}"
     );
+    if identity {
+        second_cycle(&cfg2, &flow, &reverse, &topic);
+    }
+}
+
+/// A second failover and failback after the resume, under the identity policy: the reverse
+/// flow's start and stop left by the first cycle are replaced, and only what is written on T
+/// this time reaches S.
+fn second_cycle(cfg2: &Path, flow: &str, reverse: &str, topic: &str) {
+    let tb = Testbed::get();
+    let (code, report, stderr) =
+        strait(&["failover", "--flow", flow, "--source-unavailable"], cfg2);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    let copy_end: Vec<i64> = offsets(tb.target(), topic).iter().map(|o| o.1).collect();
+    produce_round_robin_to(tb.target(), topic, "second-on-target-", 6);
+    let (code, back, stderr) = strait(&["failback", "--flow", flow, "--quarantine"], cfg2);
+    assert_eq!(code, Some(0), "{back:#}\n{stderr}");
+    assert_eq!(back["records_left_behind"], 0, "{back:#}");
+    for (n, p) in back["reverse"]["partitions"]
+        .as_array()
+        .expect("reverse partitions")
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(p["start_offset"], copy_end[n], "{back:#}");
+        assert_eq!(p["status"], "set", "{back:#}");
+    }
+    let before: i64 = offsets(tb.source(), topic).iter().map(|o| o.1).sum();
+    let run = Strait::start(Path::new(STRAIT), cfg2, &[]);
+    wait_for(90, "the second cycle's records copied back", || {
+        offsets(tb.source(), topic).iter().map(|o| o.1).sum::<i64>() == before + 6
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    run.signal("TERM");
+    let _ = run.wait(Duration::from_secs(30));
+    let on_s: Vec<String> = read_all(tb.source(), topic)
+        .into_iter()
+        .map(|r| r.value)
+        .collect();
+    assert_eq!(on_s.len() as i64, before + 6, "{reverse}");
+    let unique: std::collections::BTreeSet<&String> = on_s.iter().collect();
+    assert_eq!(
+        unique.len(),
+        on_s.len(),
+        "a record copied twice by {reverse}"
+    );
+    let second = on_s
+        .iter()
+        .filter(|v| v.starts_with("second-on-target-"))
+        .count();
+    assert_eq!(second, 6, "{reverse}");
 }
 
 #[test]
