@@ -26,7 +26,7 @@ use super::translate::select_flow;
 use crate::cluster::{Cluster, ClusterError, IsolationLevel, NewTopic, TopicPartition};
 use crate::config::{FlowConfig, Mm2Config};
 use crate::duties::offsets::{OffsetsError, cluster_for};
-use crate::offsets::mapping::{OffsetMapping, PartitionMapping, Translation};
+use crate::offsets::mapping::PartitionMapping;
 use crate::store::failover::{self, FailoverRecord};
 use crate::store::progress::{self, Entry, ProgressStore};
 use crate::store::records::{self, StoredRecord};
@@ -175,9 +175,8 @@ pub async fn failback_command(
         .filter(|tp| record.topics.contains(&tp.topic))
         .cloned()
         .collect();
-    let partitions = left_behind_all(flow, &source, &target_admin, &tps, &stored, opts.quarantine)
-        .await
-        .map_err(|(what, e)| OffsetsError::cluster(&name, what.into())(e))?;
+    let partitions =
+        left_behind_all(flow, &source, &target_admin, &tps, &stored, opts.quarantine).await?;
     let records_left_behind = partitions.iter().map(|p| p.records).sum();
     let reverse_name = format!("{}->{}", flow.target, flow.source);
     let mut report = FailbackReport {
@@ -229,7 +228,7 @@ pub async fn failback_command(
 }
 
 /// Per failed-over partition, the records the old source holds beyond the copy (copied to
-/// quarantine with `quarantine`); on error, what failed.
+/// quarantine with `quarantine`).
 async fn left_behind_all(
     flow: &FlowConfig,
     source: &Cluster,
@@ -237,10 +236,12 @@ async fn left_behind_all(
     tps: &[TopicPartition],
     stored: &BTreeMap<TopicPartition, Entry>,
     quarantine: bool,
-) -> Result<Vec<LeftBehind>, (&'static str, ClusterError)> {
+) -> Result<Vec<LeftBehind>, OffsetsError> {
+    let name = flow.name();
+    let err = |what: &'static str| OffsetsError::cluster(&name, what.into());
     let ends = super::end_offsets(source, tps, IsolationLevel::ReadCommitted)
         .await
-        .map_err(|e| ("reading the old source's ends", e))?;
+        .map_err(err("reading the old source's ends"))?;
     let mut partitions = Vec::new();
     for tp in tps {
         let copied_end = stored.get(tp).map_or(0, |e| e.next_offset);
@@ -259,13 +260,13 @@ async fn left_behind_all(
                 },
             )
             .await
-            .map_err(|e| ("reading the records left behind", e))?;
+            .map_err(err("reading the records left behind"))?;
         }
         let mut lb = left_behind(tp, copied_end, end, &left);
         if quarantine && !left.is_empty() {
             let (topic, offset) = self::quarantine(target_admin, flow, tp, &left)
                 .await
-                .map_err(|e| ("copying the records left behind to quarantine", e))?;
+                .map_err(err("copying the records left behind to quarantine"))?;
             lb.quarantined_to = Some(format!("{topic}-{}", tp.partition));
             lb.quarantine_offset = Some(offset);
         }
@@ -402,17 +403,14 @@ impl Reverse<'_> {
                 status,
             });
         }
-        let mut none = OffsetMapping::new(self.max_runs).expect("a bound the config accepted");
         store
-            .flush(&old_source, crate::time::wall_ms(), &mut none)
+            .flush_positions(&old_source, crate::time::wall_ms())
             .await
             .map_err(err("storing the reverse flow's start"))?;
         self.unstop(&old_source, earlier, tps).await?;
         Ok(out)
     }
-}
 
-impl Reverse<'_> {
     /// Stores `start` as the reverse flow's progress of `tp` unless it has one: at or past
     /// `start` is fine (an earlier run, or the flow ran since); before it, records that came
     /// from the old source were copied back to it.
@@ -442,9 +440,7 @@ impl Reverse<'_> {
             }
         }
     }
-}
 
-impl Reverse<'_> {
     /// Takes `tps`' topics out of the reverse flow's stored failover state of an earlier
     /// failback, so that strait copies them again.
     async fn unstop(
@@ -453,24 +449,18 @@ impl Reverse<'_> {
         earlier: Option<FailoverRecord>,
         tps: &[TopicPartition],
     ) -> Result<(), FailbackError> {
-        let Some(mut record) = earlier else {
+        let Some(record) = earlier else {
             return Ok(());
         };
-        for tp in tps {
-            record.topics.remove(&tp.topic);
-        }
-        record.updated_ms = crate::time::wall_ms();
         let rname = self.reverse.name();
-        failover::write(
-            old_source,
-            &rname,
-            &record,
-            self.reverse.progress_topic_replication_factor.value,
-        )
-        .await
-        .map_err(|e| {
-            OffsetsError::cluster(&rname, "clearing its stored failover state".into())(e)
-        })?;
+        let topics = tps.iter().map(|tp| tp.topic.as_str());
+        let rf = self.reverse.progress_topic_replication_factor.value;
+        failover::lift(old_source, &rname, record, topics, rf)
+            .await
+            .map_err(OffsetsError::cluster(
+                &rname,
+                "clearing its stored failover state".into(),
+            ))?;
         Ok(())
     }
 }
@@ -479,10 +469,9 @@ impl Reverse<'_> {
 /// progress, exactly from the mapping when there is one.
 fn copy_end(entry: Option<&Entry>, mapping: Option<&PartitionMapping>) -> Option<i64> {
     let entry = entry?;
-    match mapping.map(|m| m.translate(entry.next_offset)) {
-        Some(Translation::Exact(d)) => Some(d),
-        _ => Some(entry.target_offset).filter(|o| *o >= 0),
-    }
+    mapping
+        .and_then(|m| m.translate(entry.next_offset).exact())
+        .or(Some(entry.target_offset).filter(|o| *o >= 0))
 }
 
 fn left_behind(

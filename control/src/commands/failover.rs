@@ -552,7 +552,7 @@ impl<P: FnMut(&str)> Run<'_, P> {
                     target: TopicPartition::new(self.flow.remote_topic(&tp.topic), tp.partition)
                         .to_string(),
                     source_end: end,
-                    target_offset: mappings.get(tp).and_then(|m| exact(m, end)),
+                    target_offset: mappings.get(tp).and_then(|m| m.translate(end).exact()),
                     source_end_last_seen: seen.map(|s| s.end),
                     records_possibly_lost: seen.map(|s| (s.end - end).max(0)),
                     seconds_possibly_lost: seen.map(|s| s.lag_seconds),
@@ -782,14 +782,6 @@ fn writers(
             )
         })
         .collect()
-}
-
-/// The exact target offset of source offset `at`.
-fn exact(m: &PartitionMapping, at: i64) -> Option<i64> {
-    match m.translate(at) {
-        Translation::Exact(d) => Some(d),
-        _ => None,
-    }
 }
 
 /// Commits `offsets` to group `g` on `target`; the first partition refused fails the call.

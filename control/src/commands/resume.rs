@@ -17,7 +17,6 @@ use super::translate::select_flow;
 use crate::cluster::{Cluster, IsolationLevel, TopicPartition};
 use crate::config::{FlowConfig, Mm2Config};
 use crate::duties::offsets::{OffsetsError, cluster_for};
-use crate::offsets::mapping::OffsetMapping;
 use crate::store::failover::{self, Stage};
 use crate::store::progress::{self, Entry, ProgressStore};
 
@@ -80,7 +79,7 @@ pub async fn resume_command(
     let source = cluster_for(&name, "source admin", &c.source_admin.client)?;
     let target = cluster_for(&name, "target admin", &c.target_admin.client)?;
     let err = |what: &'static str| OffsetsError::cluster(&name, what.into());
-    let Some(mut record) = failover::read_all(&target)
+    let Some(record) = failover::read_all(&target)
         .await
         .map_err(err("reading the stored failover state"))?
         .remove(&name)
@@ -118,9 +117,8 @@ pub async fn resume_command(
         for (tp, e) in &p {
             store.update(tp, *e);
         }
-        let mut none = OffsetMapping::new(max_runs).expect("a bound the config accepted");
         store
-            .flush(&target, crate::time::wall_ms(), &mut none)
+            .flush_positions(&target, crate::time::wall_ms())
             .await
             .map_err(err("storing where the flow starts again"))?;
         p.iter()
@@ -135,14 +133,13 @@ pub async fn resume_command(
             .collect()
     };
     let topics: Vec<String> = record.topics.iter().cloned().collect();
-    record.topics.clear();
-    record.groups.clear();
-    record.updated_ms = crate::time::wall_ms();
-    failover::write(
+    let rf = flow.progress_topic_replication_factor.value;
+    failover::lift(
         &target,
         &name,
-        &record,
-        flow.progress_topic_replication_factor.value,
+        record,
+        topics.iter().map(String::as_str),
+        rf,
     )
     .await
     .map_err(err("clearing the stored failover state"))?;

@@ -174,6 +174,14 @@ impl Translation {
             Self::BeforeHistory => None,
         }
     }
+
+    /// The downstream offset when the answer is exact.
+    pub fn exact(&self) -> Option<i64> {
+        match *self {
+            Self::Exact(d) => Some(d),
+            _ => None,
+        }
+    }
 }
 
 /// A retained run; `exact_gap_before` says whether the upstream gap between the previous run

@@ -31,7 +31,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Leaves the topics a stored failover stopped out of `plan`'s filter. A state that cannot be
 /// read is logged and the plan kept (the watch stops them once it reads it).
-pub(super) async fn exclude_failed_over(mut plan: FlowPlan) -> FlowPlan {
+pub(super) async fn exclude_failed_over(plan: FlowPlan) -> FlowPlan {
     let name = format!("{}->{}", plan.source, plan.target);
     let client = &plan.config.clients.target_admin.client;
     let cluster = match cluster_for(&name, "target admin", client) {
@@ -57,6 +57,11 @@ pub(super) async fn exclude_failed_over(mut plan: FlowPlan) -> FlowPlan {
         }
     };
     tracing::warn!(flow = %name, topics = ?topics, "these topics were failed over (strait failover): not replicated");
+    leave_out(plan, topics)
+}
+
+/// `plan` without `topics`: its filter refuses them.
+fn leave_out(mut plan: FlowPlan, topics: BTreeSet<String>) -> FlowPlan {
     let inner = std::mem::replace(&mut plan.should_replicate, Box::new(|_| false));
     plan.should_replicate = Box::new(move |t| !topics.contains(t) && inner(t));
     plan
@@ -67,7 +72,7 @@ pub(super) async fn exclude_failed_over(mut plan: FlowPlan) -> FlowPlan {
 /// name) it would copy from the start the records that came from this flow's target, back to
 /// it. Until `strait failback` has stored where it starts, those topics are left out, with an
 /// error naming the command. A state that cannot be read is logged and the plan kept.
-pub(super) async fn exclude_unprepared_reverse(mut plan: FlowPlan) -> FlowPlan {
+pub(super) async fn exclude_unprepared_reverse(plan: FlowPlan) -> FlowPlan {
     if !plan.config.replication_policy.is_identity() {
         return plan;
     }
@@ -102,9 +107,7 @@ pub(super) async fn exclude_unprepared_reverse(mut plan: FlowPlan) -> FlowPlan {
         return plan;
     }
     tracing::error!(flow = %name, topics = ?unprepared, "{opposite} was failed over; under IdentityReplicationPolicy this flow would copy these topics' records that came from {} back to it: not replicated until `strait failback --flow {opposite}` sets where it starts", plan.target);
-    let inner = std::mem::replace(&mut plan.should_replicate, Box::new(|_| false));
-    plan.should_replicate = Box::new(move |t| !unprepared.contains(t) && inner(t));
-    plan
+    leave_out(plan, unprepared)
 }
 
 /// The watch of the failover state while the run goes on.

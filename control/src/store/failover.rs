@@ -117,6 +117,25 @@ pub async fn write(
     .map(|_| ())
 }
 
+/// Takes `topics` out of `flow`'s failover `record` and writes it: strait copies them again
+/// (at its next start). With no topic left, the groups go too: nothing is failed over.
+pub async fn lift<'t>(
+    cluster: &Cluster,
+    flow: &str,
+    mut record: FailoverRecord,
+    topics: impl IntoIterator<Item = &'t str>,
+    replication_factor: i16,
+) -> Result<(), ClusterError> {
+    for t in topics {
+        record.topics.remove(t);
+    }
+    if record.topics.is_empty() {
+        record.groups.clear();
+    }
+    record.updated_ms = crate::time::wall_ms();
+    write(cluster, flow, &record, replication_factor).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

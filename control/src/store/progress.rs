@@ -639,6 +639,21 @@ impl ProgressStore {
     }
 }
 
+impl ProgressStore {
+    /// Writes the changed entries without mappings (their stored mappings deleted): positions
+    /// a command set, from which a flow starts with a new history (`strait failback`).
+    pub async fn flush_positions(
+        &mut self,
+        target: &Cluster,
+        now_ms: i64,
+    ) -> Result<usize, ClusterError> {
+        // Holds no partition: each entry is written without a mapping.
+        let mut none = OffsetMapping::new(crate::offsets::mapping::DEFAULT_MAX_SEGMENTS)
+            .expect("the default bound is valid");
+        self.flush(target, now_ms, &mut none).await
+    }
+}
+
 /// Reads strait's stored progress without creating anything. A missing topic is no progress.
 pub async fn read_stored(target: &Cluster, source_alias: &str) -> BTreeMap<TopicPartition, Entry> {
     read_stored_with_mappings(
