@@ -343,9 +343,19 @@ fn flows_stop_resume_and_offsets() {
         "{v}"
     );
     // Partition 2 caught up first, so that its stored position is the source's end when it
-    // stops (records still in flight would land after the stop and leave it behind).
-    eventually(60, "partition 2 caught up", || {
-        (values(tb.target(), &remote, 2).len() == values(tb.source(), &topic, 2).len())
+    // stops (records still in flight would land after the stop and leave it behind): on the
+    // target, and acknowledged to strait (the target can hold the last batch before strait
+    // has its answer, and the stop keeps the acknowledged position).
+    eventually(60, "partition 2 caught up and acknowledged", || {
+        let end = offsets(tb.source(), &topic)[2].1;
+        let (_, v) = call(&addr, "GET", "/flows/A-%3EB/partitions", None, "");
+        let next = v["partitions"]
+            .as_array()?
+            .iter()
+            .find(|p| p["topic"] == topic.as_str() && p["partition"] == 2)?["next_offset"]
+            .as_i64()?;
+        (values(tb.target(), &remote, 2).len() == values(tb.source(), &topic, 2).len()
+            && next == end)
             .then_some(())
     });
     let (code, _, err) = ctl(
