@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
 use strait_control::cluster::{
-    AlterConfigOp, Cluster, CommittedOffset, ConfigSource, IsolationLevel, NewTopic, OffsetSpec,
-    RetryConfig, TopicPartition, acl,
+    AlterConfigOp, Cluster, CommittedOffset, ConfigSource, IsolationLevel, Metadata, NewTopic,
+    OffsetSpec, RetryConfig, TopicPartition, acl,
 };
 use strait_dataplane::io::IoBackend;
 use strait_dataplane::wire::{ConnConfig, SaslMechanism};
@@ -19,6 +19,24 @@ fn cluster(addr: &str, cfg: ConnConfig, backend: IoBackend) -> Cluster {
         setup(cfg, backend),
         RetryConfig::default(),
     )
+}
+
+/// Metadata once it lists `topic` with `partitions` partitions: creation and growth reach the
+/// broker answering metadata a moment after the controller acknowledged them.
+async fn metadata_with(c: &Cluster, topic: &str, partitions: usize) -> Metadata {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let md = c.refresh_metadata(Some(&[topic])).await.unwrap();
+        let seen = md.topics.get(topic).map_or(0, |t| t.partitions.len());
+        if seen == partitions {
+            return md;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{topic}: metadata lists {seen} partitions after 15 s, want {partitions}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 #[test]
@@ -68,9 +86,9 @@ fn topics_offsets_and_configs() {
             assert!(err.is(ResponseError::TopicAlreadyExists), "{err}");
             assert!(err.to_string().contains(&topic), "{err}");
 
-            let md = c.refresh_metadata(Some(&[topic.as_str()])).await.unwrap();
+            // A broker answering metadata may not have the new topic yet: wait for it.
+            let md = metadata_with(&c, &topic, 3).await;
             let meta = &md.topics[&topic];
-            assert_eq!(meta.partitions.len(), 3);
             assert!(meta.partitions.iter().all(|p| p.leader >= 0));
             assert_ne!(meta.topic_id, [0u8; 16]);
 
@@ -165,8 +183,7 @@ fn topics_offsets_and_configs() {
 
             // Partition growth.
             c.create_partitions(&topic, 5, 30_000).await.unwrap();
-            let md = c.refresh_metadata(Some(&[topic.as_str()])).await.unwrap();
-            assert_eq!(md.topics[&topic].partitions.len(), 5);
+            metadata_with(&c, &topic, 5).await;
             let shrink = c.create_partitions(&topic, 2, 30_000).await.unwrap_err();
             assert!(shrink.is(ResponseError::InvalidPartitions), "{shrink}");
 
