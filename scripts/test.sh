@@ -205,6 +205,7 @@ FAULT_SCENARIOS=(
   leader_moves=leader-moves
   rolling_restart=rolling-restart
   sigterm_during_target_outage=sigterm-in-target-outage
+  sigterm_on_a_slow_source=sigterm-slow-source
   slow_source=slow-source
   slow_target=slow-target
   source_black_hole=source-black-hole

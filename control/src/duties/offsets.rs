@@ -66,7 +66,7 @@ use crate::model::TopicPartition;
 use crate::model::counters::{OffsetsCounters, bump};
 use crate::offsets::{
     Checkpoint, CheckpointSkip, CheckpointStore, CommittedOffset, GroupSyncAction, GroupSyncReport,
-    OffsetMapping, OffsetSyncWriter, PartitionMapping, Precision, Segment, StoredSync,
+    OffsetMapping, OffsetSync, OffsetSyncWriter, PartitionMapping, Precision, Segment, StoredSync,
     SyncWriterConfig, TargetGroupState, Translator, plan_group_sync, restart_seed,
 };
 use crate::store::checkpoints::load_checkpoints;
@@ -378,6 +378,10 @@ pub struct OffsetsRuntime {
     mapping_errors: u64,
     /// No offset-sync sends before this instant (after a failed send).
     syncs_paused_until: Option<Instant>,
+    /// The syncs of the send being awaited. Left non-empty only when that send was dropped
+    /// mid-flight (a stop abandons the duties in flight): the next send gives them back to the
+    /// writer, whose permits they still hold.
+    syncs_in_flight: Vec<OffsetSync>,
     /// Whether the source's groups were probed for DESCRIBE after a refresh found none.
     groups_probed: bool,
     /// What the duties did, for `/metrics`.
@@ -460,6 +464,7 @@ impl OffsetsRuntime {
             last_reports: HashMap::new(),
             mapping_errors: 0,
             syncs_paused_until: None,
+            syncs_in_flight: Vec::new(),
             groups_probed: false,
             counters: OffsetsCounters::default(),
             owned: None,
@@ -685,6 +690,14 @@ impl OffsetsRuntime {
         let Some(syncs) = &self.syncs else {
             return true;
         };
+        if !self.syncs_in_flight.is_empty() {
+            let abandoned = std::mem::take(&mut self.syncs_in_flight);
+            tracing::debug!(flow = %self.name, count = abandoned.len(), "offset syncs of an abandoned send queued again");
+            if let Err(e) = self.writer.on_send_abandoned(abandoned) {
+                tracing::error!(flow = %self.name, "offset sync permits out of step: {e}");
+            }
+            self.writer.fire_pending();
+        }
         if self.syncs_paused_until.is_some_and(|t| now < t) {
             return true;
         }
@@ -692,6 +705,7 @@ impl OffsetsRuntime {
         if ready.is_empty() {
             return true;
         }
+        self.syncs_in_flight.clone_from(&ready);
         let mut records = Vec::with_capacity(ready.len());
         for s in &ready {
             match s.encode_key() {
@@ -708,6 +722,7 @@ impl OffsetsRuntime {
             records::produce(&syncs.producer, &syncs.name, 0, &records),
         )
         .await;
+        self.syncs_in_flight.clear();
         let ok = matches!(sent, Ok(Ok(_)));
         self.syncs_paused_until = (!ok).then_some(now + SYNC_FAILURE_PAUSE);
         if ok {

@@ -347,6 +347,22 @@ impl OffsetSyncWriter {
         Ok(())
     }
 
+    /// A send handed out by [`OffsetSyncWriter::take_ready`] never completed (its task was
+    /// dropped mid-flight, as a stop abandons the duties in flight): frees the permits of
+    /// `syncs` and puts each back as its partition's pending sync, unless a newer one is pending
+    /// already. Without this the permits would stay taken and the writer would never drain.
+    /// Call [`OffsetSyncWriter::fire_pending`] afterwards.
+    pub fn on_send_abandoned(&mut self, syncs: Vec<OffsetSync>) -> Result<(), SyncWriterError> {
+        for sync in syncs {
+            self.on_send_complete()?;
+            let tp = sync.topic_partition();
+            if !self.pending.seq_of.contains_key(&tp) {
+                self.pending.insert(&tp, sync);
+            }
+        }
+        Ok(())
+    }
+
     /// Forgets a partition's state (revoked). Its delayed sync is promoted so that its latest
     /// position is still published; MM2 loses it when a task stops.
     pub fn remove_partition(&mut self, tp: &TopicPartition) {
@@ -445,6 +461,36 @@ mod tests {
     }
 
     // OffsetSyncWriterTest.testFirePendingOffsetSyncs
+    #[test]
+    fn an_abandoned_send_frees_its_permits_and_is_sent_again() {
+        let mut w = OffsetSyncWriter::new(SyncWriterConfig {
+            offset_lag_max: 100,
+            max_outstanding: 2,
+        });
+        let (a, b) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        w.on_record(&a, 0, 0);
+        w.on_record(&b, 0, 0);
+        let lost = w.take_ready();
+        assert_eq!((lost.len(), w.outstanding()), (2, 2));
+        // Meanwhile partition 1 moved on: its newer sync waits for a permit.
+        w.on_record(&b, 50, 500);
+        assert_eq!(w.pending_len(), 1);
+        w.on_send_abandoned(lost).unwrap();
+        w.fire_pending();
+        let again = w.take_ready();
+        let offsets: Vec<_> = again
+            .iter()
+            .map(|s| (s.topic_partition().partition, s.upstream_offset))
+            .collect();
+        assert_eq!(offsets, vec![(1, 50), (0, 0)], "the newer sync of 1 wins");
+        for _ in &again {
+            w.on_send_complete().unwrap();
+        }
+        assert_eq!((w.outstanding(), w.pending_len()), (0, 0));
+        // More than were handed out is refused.
+        assert!(w.on_send_abandoned(again).is_err());
+    }
+
     #[test]
     fn fire_pending_offset_syncs() {
         let mut w = writer(1, 1);
