@@ -142,6 +142,11 @@ pub fn flow_plan(cfg: &Mm2Config, flow: &FlowConfig) -> Result<FlowPlan, PlanErr
 
 /// What the shards fetch with, from the source consumer's settings.
 fn fetch_settings(consumer: &ConsumerSettings) -> FetchSettings {
+    let max_bytes = consumer.fetch_max_bytes.value.min(i32::MAX as u32) as i32;
+    let partition_max_bytes = consumer
+        .max_partition_fetch_bytes
+        .value
+        .min(i32::MAX as u32) as i32;
     FetchSettings {
         isolation_level: match consumer.isolation_level.value {
             IsolationLevel::ReadCommitted => WireIsolation::ReadCommitted,
@@ -149,11 +154,15 @@ fn fetch_settings(consumer: &ConsumerSettings) -> FetchSettings {
         },
         max_wait_ms: consumer.fetch_max_wait_ms.value as i32,
         min_bytes: consumer.fetch_min_bytes.value as i32,
-        max_bytes: consumer.fetch_max_bytes.value.min(i32::MAX as u32) as i32,
-        partition_max_bytes: consumer
-            .max_partition_fetch_bytes
-            .value
-            .min(i32::MAX as u32) as i32,
+        max_bytes,
+        partition_max_bytes,
+        // A size the user chose is kept; Kafka's default is where a partition starts, and it
+        // grows while the partition is behind (a round trip moves at most one ask).
+        partition_ceiling_bytes: if consumer.max_partition_fetch_bytes.is_set() {
+            partition_max_bytes
+        } else {
+            max_bytes
+        },
         backoff: backoff(&consumer.client),
     }
 }

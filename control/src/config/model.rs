@@ -76,6 +76,12 @@ impl<T> Setting<T> {
     pub fn is_from_file(&self) -> bool {
         matches!(self.origin, Origin::File { .. })
     }
+
+    /// Whether the user chose the value (in its own key or one MirrorMaker reads for it), not
+    /// a default.
+    pub fn is_set(&self) -> bool {
+        matches!(self.origin, Origin::File { .. } | Origin::FromKey { .. })
+    }
 }
 
 /// A resolved Kafka client property. `Debug` hides the value of secret keys.

@@ -50,6 +50,8 @@ pub const WHY_FAST_REFRESH: &str =
     "new topics and groups are picked up within seconds, not MM2's 10 minutes";
 /// Why strait's replication producer keeps 5 requests in flight.
 pub const WHY_REQUEST_SIZE: &str = "source batches are forwarded whole, up to 16 MiB per produce request (MM2's 1 MiB would split the shards' requests 16 times)";
+/// Why a partition's fetch size grows when `max.partition.fetch.bytes` is not set.
+pub const WHY_GROWING_FETCH: &str = "a partition starts at 1 MiB per fetch and doubles it while it is behind and its answers come back full, up to fetch.max.bytes and a quarter of a shard's memory budget (a round trip moves at most one fetch: 1 MiB is under 7 MiB/s at 150 ms); set the key to keep one fixed size";
 pub const WHY_IN_FLIGHT: &str = "the idempotent producer keeps order with up to 5 requests in flight (MM2's worker producer: 1)";
 
 /// A file entry after provider expansion.
@@ -812,6 +814,8 @@ impl<'a> Resolver<'a> {
             IsolationLevel::ReadCommitted,
             WHY_READ_COMMITTED,
         );
+        c.max_partition_fetch_bytes =
+            Self::with_strait_default(c.max_partition_fetch_bytes, 1 << 20, WHY_GROWING_FETCH);
         if let AutoOffsetReset::ByDuration(_) | AutoOffsetReset::None = c.auto_offset_reset.value
             && enabled
         {

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use super::error::{ConfigWarning, Severity, WarningKind};
 use super::model::{ClusterConfig, FlowConfig, Origin};
-use super::resolve::{RawEntry, WHY_FAST_REFRESH, WHY_READ_COMMITTED, address_set};
+use super::resolve::{
+    RawEntry, WHY_FAST_REFRESH, WHY_GROWING_FETCH, WHY_READ_COMMITTED, address_set,
+};
 use super::values::{java_parse_boolean, parse_bool};
 
 pub(crate) fn add_warnings(
@@ -365,6 +367,21 @@ fn strait_defaults(enabled: &[&FlowConfig], out: &mut Vec<ConfigWarning>) {
             Some("isolation.level"),
             None,
             format!("source consumers use isolation.level=read_committed (MirrorMaker: read_uncommitted): {WHY_READ_COMMITTED}; set `<source>.consumer.isolation.level=read_uncommitted` for MirrorMaker's behaviour"),
+        ));
+    }
+    let growing = enabled.iter().any(|f| {
+        matches!(
+            f.clients.source_consumer.max_partition_fetch_bytes.origin,
+            Origin::StraitDefault { .. }
+        )
+    });
+    if growing {
+        out.push(ConfigWarning::new(
+            Severity::Note,
+            WarningKind::StraitDefault,
+            Some("max.partition.fetch.bytes"),
+            None,
+            format!("max.partition.fetch.bytes is not set (MirrorMaker: a fixed 1048576): {WHY_GROWING_FETCH}"),
         ));
     }
     let fast = enabled.iter().any(|f| {

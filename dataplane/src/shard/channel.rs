@@ -135,8 +135,13 @@ pub struct FetchSettings {
     pub min_bytes: i32,
     /// `fetch.max.bytes`, default 52 428 800. Also capped by the shard's memory budget.
     pub max_bytes: i32,
-    /// `max.partition.fetch.bytes`, default 1 048 576.
+    /// `max.partition.fetch.bytes`, default 1 048 576: what a partition asks for at first.
     pub partition_max_bytes: i32,
+    /// How far a partition's ask may grow while it is behind and its answers come back full
+    /// ([`crate::shard::fetch_size`]): `fetch.max.bytes` by default, `max.partition.fetch.bytes`
+    /// (no growth) when the user set that. The shard also caps it at a quarter of its memory
+    /// budget.
+    pub partition_ceiling_bytes: i32,
     /// Backoff on the source cluster (the first flow assigned to a shard sets it for the
     /// cluster's connections and lookups in that shard).
     pub backoff: BackoffSettings,
@@ -150,6 +155,7 @@ impl Default for FetchSettings {
             min_bytes: 1,
             max_bytes: 52_428_800,
             partition_max_bytes: 1_048_576,
+            partition_ceiling_bytes: 52_428_800,
             backoff: BackoffSettings::default(),
         }
     }

@@ -4,6 +4,7 @@
 //! - [`channel`]: the commands and events exchanged with the control thread, and the settings.
 //! - [`partition`]: the sans-IO state machine of one partition (fetch → filter → classify →
 //!   rewrite or rebuild → produce → acknowledge).
+//! - [`fetch_size`]: how many bytes a partition asks for per fetch (grows while it is behind).
 //! - [`core`]: the sans-IO state machine of the whole shard (routing, connections, fetch and
 //!   produce requests, retries, deadlines, stall reasons), around the partitions.
 //! - [`backoff`]: exponential backoff with jitter, and one log line per incident.
@@ -16,6 +17,7 @@ pub mod backoff;
 pub mod channel;
 pub mod core;
 pub mod driver;
+pub mod fetch_size;
 pub mod meta;
 pub mod partition;
 #[cfg(test)]

@@ -32,6 +32,7 @@ use super::channel::{
     FailureKind, FetchSettings, IsolationLevel, MappingSegment, PartitionKey, PartitionProgress,
     PathCounts, ProduceSettings, ShardStats, Stall, StallReason,
 };
+use super::fetch_size::FetchSize;
 use super::timing::{WallClock, batch_timestamp, timings_of};
 use crate::batch::{
     AbortedFilter, BatchError, BatchWalker, DEFAULT_MAX_DECOMPRESSED_BYTES, HEADER_LEN,
@@ -219,6 +220,8 @@ pub struct Partition {
     pub fetch: FetchSettings,
     pub produce: ProduceSettings,
     max_message_bytes: usize,
+    /// What the next fetch asks for (grows while behind, see [`FetchSize`]).
+    fetch_size: FetchSize,
     status: Status,
     fetch_offset: i64,
     /// The offset the fetch in flight asked for. A response is taken only while the partition
@@ -282,12 +285,17 @@ impl Partition {
         produce: ProduceSettings,
     ) -> Self {
         let seed = seed_of(&key);
+        let fetch_size = FetchSize::new(
+            usize::try_from(fetch.partition_max_bytes).unwrap_or(0),
+            usize::try_from(fetch.partition_ceiling_bytes).unwrap_or(0),
+        );
         Partition {
             key,
             target_topic,
             fetch,
             produce,
             max_message_bytes,
+            fetch_size,
             status: Status::Running,
             fetch_offset: start_offset,
             fetch_sent_at: None,
@@ -481,6 +489,11 @@ impl Partition {
         self.fetch_sent_at = Some(self.fetch_offset);
     }
 
+    /// The bytes this partition asks for in its next fetch.
+    pub fn fetch_bytes(&self) -> usize {
+        self.fetch_size.bytes()
+    }
+
     /// Whether this partition wants to be in the next fetch request.
     pub fn wants_fetch(&self, per_partition_cap: usize) -> bool {
         self.status == Status::Running
@@ -543,8 +556,10 @@ impl Partition {
             data.high_watermark
         };
         let Some(records) = data.records else {
+            self.fetch_size.observe(0, self.caught_up());
             return Ok(());
         };
+        let returned_bytes = records.len();
         let mut filter = AbortedFilter::new(data.aborted);
         let mut walker = BatchWalker::new(records);
         for item in walker.by_ref() {
@@ -586,6 +601,7 @@ impl Partition {
             }
             self.fetch_offset = next;
         }
+        self.fetch_size.observe(returned_bytes, self.caught_up());
         Ok(())
     }
 

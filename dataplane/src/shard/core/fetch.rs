@@ -116,13 +116,18 @@ impl ShardCore {
             } else {
                 0
             };
+            let wanted_bytes = plan
+                .keys
+                .iter()
+                .map(|k| self.parts[k].p.fetch_bytes())
+                .fold(0usize, usize::saturating_add);
             let Some(max_bytes) = fetch_room(
                 self.cfg
                     .memory_budget_bytes
                     .saturating_sub(overhead + headroom),
                 used,
                 settings,
-                plan.keys.len(),
+                wanted_bytes,
                 group_count,
             ) else {
                 self.stall_for_memory(&plan.keys, used, now);
@@ -136,7 +141,8 @@ impl ShardCore {
     fn fetch_groups(&self) -> BTreeMap<FetchGroup, GroupPlan> {
         let mut groups: BTreeMap<FetchGroup, GroupPlan> = BTreeMap::new();
         for (k, o) in &self.parts {
-            let cap = (o.p.fetch.partition_max_bytes.max(1) as usize).saturating_mul(2);
+            // Room for the answer being produced while the next one is fetched.
+            let cap = o.p.fetch_bytes().saturating_mul(2);
             let Some(broker) = o.source_leader else {
                 continue;
             };
@@ -239,7 +245,7 @@ impl ShardCore {
                 .with_fetch_offset(p.fetch_offset())
                 .with_last_fetched_epoch(p.last_fetched_epoch())
                 .with_log_start_offset(-1)
-                .with_partition_max_bytes(settings.partition_max_bytes);
+                .with_partition_max_bytes(i32::try_from(p.fetch_bytes()).unwrap_or(i32::MAX));
             match by_topic.iter_mut().find(|(t, _)| *t == k.topic) {
                 Some((_, v)) => v.push(fp),
                 None => by_topic.push((k.topic.clone(), vec![fp])),
@@ -469,9 +475,9 @@ pub(super) fn defer_idle_fetch(
         && last_sent.is_some_and(|at| now.saturating_duration_since(at) < max_wait)
 }
 
-/// The response size a new fetch of `partitions` partitions may ask for, or `None` to wait for
-/// memory to be freed. The size is reserved until the response arrives, so it asks for no more
-/// than its partitions can return, and for no more than a fair share of the budget among the
+/// The response size a new fetch may ask for, or `None` to wait for memory to be freed. The size
+/// is reserved until the response arrives, so it asks for no more than its partitions can
+/// return (`wanted_bytes`, the sum of their fetch sizes), and for no more than a fair share of the budget among the
 /// shard's `groups` fetch groups: one group's long poll must not hold the whole budget while
 /// another group waits (it did, with a 48 MiB budget and a 50 MiB `fetch.max.bytes`). A fetch
 /// goes out once a whole partition's worth fits (or the whole budget, when one partition's worth
@@ -487,11 +493,20 @@ pub(super) fn response_overhead(partitions: usize) -> usize {
     256 + 128 * partitions
 }
 
+/// How far one partition's fetch size may grow in a shard with `budget_bytes` of memory: the
+/// settings' ceiling, but at most a quarter of the budget (what is fetched, what is produced
+/// meanwhile and room for other partitions), and never below the configured size.
+pub(super) fn partition_ceiling_bytes(settings: FetchSettings, budget_bytes: usize) -> i32 {
+    let base = settings.partition_max_bytes.max(1);
+    let quarter = i32::try_from(budget_bytes / 4).unwrap_or(i32::MAX);
+    settings.partition_ceiling_bytes.min(quarter).max(base)
+}
+
 pub(super) fn fetch_room(
     budget_bytes: usize,
     used_bytes: usize,
     settings: FetchSettings,
-    partitions: usize,
+    wanted_bytes: usize,
     groups: usize,
 ) -> Option<usize> {
     let remaining = budget_bytes.saturating_sub(used_bytes);
@@ -502,7 +517,7 @@ pub(super) fn fetch_room(
     }
     let share = (budget_bytes / groups.max(1)).max(floor);
     let cap = (settings.max_bytes.max(1) as usize)
-        .min(partition_bytes.saturating_mul(partitions.max(1)))
+        .min(wanted_bytes.max(partition_bytes))
         .min(share);
     Some(cap.min(remaining))
 }
@@ -539,22 +554,40 @@ mod tests {
             max_bytes: 50 << 20,
             ..FetchSettings::default()
         };
-        assert_eq!(fetch_room(64 << 20, 0, s, 1000, 1), Some(50 << 20));
-        assert_eq!(fetch_room(64 << 20, 60 << 20, s, 1000, 1), Some(4 << 20));
-        assert_eq!(fetch_room(64 << 20, (63 << 20) + 1, s, 1000, 1), None);
-        assert_eq!(fetch_room(64 << 20, 80 << 20, s, 1000, 1), None);
+        let many = 1000 << 20;
+        assert_eq!(fetch_room(64 << 20, 0, s, many, 1), Some(50 << 20));
+        assert_eq!(fetch_room(64 << 20, 60 << 20, s, many, 1), Some(4 << 20));
+        assert_eq!(fetch_room(64 << 20, (63 << 20) + 1, s, many, 1), None);
+        assert_eq!(fetch_room(64 << 20, 80 << 20, s, many, 1), None);
         // No more than the partitions can return...
-        assert_eq!(fetch_room(64 << 20, 0, s, 4, 1), Some(4 << 20));
+        assert_eq!(fetch_room(64 << 20, 0, s, 4 << 20, 1), Some(4 << 20));
+        // ...(but at least one configured partition's worth)...
+        assert_eq!(fetch_room(64 << 20, 0, s, 0, 1), Some(1 << 20));
         // ...and no more than a fair share, so that another group can fetch meanwhile.
-        assert_eq!(fetch_room(48 << 20, 0, s, 1000, 2), Some(24 << 20));
-        assert_eq!(fetch_room(48 << 20, 24 << 20, s, 1000, 2), Some(24 << 20));
-        assert_eq!(fetch_room(3 << 20, 0, s, 1000, 8), Some(1 << 20));
+        assert_eq!(fetch_room(48 << 20, 0, s, many, 2), Some(24 << 20));
+        assert_eq!(fetch_room(48 << 20, 24 << 20, s, many, 2), Some(24 << 20));
+        assert_eq!(fetch_room(3 << 20, 0, s, many, 8), Some(1 << 20));
         // One partition's worth is more than the whole budget: fetch when nothing is held.
         let big = FetchSettings {
             partition_max_bytes: 8 << 20,
             ..s
         };
-        assert_eq!(fetch_room(2 << 20, 0, big, 3, 1), Some(2 << 20));
-        assert_eq!(fetch_room(2 << 20, 1, big, 3, 1), None);
+        assert_eq!(fetch_room(2 << 20, 0, big, 24 << 20, 1), Some(2 << 20));
+        assert_eq!(fetch_room(2 << 20, 1, big, 24 << 20, 1), None);
+    }
+
+    #[test]
+    fn a_partition_grows_to_a_quarter_of_the_budget_at_most() {
+        let s = FetchSettings::default(); // 1 MiB, may grow to 50 MiB
+        assert_eq!(partition_ceiling_bytes(s, 48 << 20), 12 << 20);
+        assert_eq!(partition_ceiling_bytes(s, 1 << 30), 52_428_800);
+        // Never below the configured size, even in a small budget.
+        assert_eq!(partition_ceiling_bytes(s, 1 << 20), 1 << 20);
+        // An explicit size (ceiling = size) stays.
+        let fixed = FetchSettings {
+            partition_ceiling_bytes: 1 << 20,
+            ..s
+        };
+        assert_eq!(partition_ceiling_bytes(fixed, 1 << 30), 1 << 20);
     }
 }

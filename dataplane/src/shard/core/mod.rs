@@ -367,12 +367,15 @@ impl ShardCore {
             self.keep_sequence(&old);
         }
         self.forget_fetched(&a.key);
+        let mut fetch = a.fetch;
+        fetch.partition_ceiling_bytes =
+            fetch::partition_ceiling_bytes(fetch, self.cfg.memory_budget_bytes);
         let mut p = Partition::new(
             a.key.clone(),
             a.target_topic.clone(),
             a.start_offset,
             a.max_message_bytes,
-            a.fetch,
+            fetch,
             a.produce,
         );
         p.set_last_fetched_epoch(a.start_leader_epoch);
