@@ -4,7 +4,10 @@
 #
 # Usage: scripts/bench.sh SCENARIO [strait-bench run options...]
 #        scripts/bench.sh all      every scenario below, one after the other
-#   SCENARIO: catch-up, steady, many-partitions, codecs, small-batches, smoke
+#   SCENARIO: catch-up, steady, many-partitions, codecs, small-batches, smoke, and wan
+#   (`scripts/bench-slow-link --wan`: strait, MM2 with defaults and MM2 tuned through a latency
+#   proxy at 0, 25, 75 and 100 ms one way, three rounds; results in perf/results/wan/, not in
+#   RESULTS.md; `all` leaves it out, it takes hours)
 #   Options after the scenario go to `strait-bench run` (e.g. --records 100000,
 #   --replicator mm2, --timeout-s 600; `strait-bench run --help` lists them).
 #
@@ -41,8 +44,11 @@ if [[ "$scenario" == all ]]; then
   done
   exit "$rc"
 fi
+if [[ "$scenario" == wan ]]; then
+  exec "$STRAIT_SCRIPTS_DIR/bench-slow-link" --wan "$@"
+fi
 known=" ${SCENARIOS[*]} "
-[[ "$known" == *" $scenario "* ]] || strait_die "unknown scenario '$scenario' (known: ${SCENARIOS[*]}, all)"
+[[ "$known" == *" $scenario "* ]] || strait_die "unknown scenario '$scenario' (known: ${SCENARIOS[*]}, wan, all)"
 
 cd "$STRAIT_REPO_ROOT"
 export STRAIT_TESTBED_DIR STRAIT_CACHE_DIR

@@ -252,7 +252,9 @@ struct RunArgs {
     /// MM2 tasks.max.
     #[arg(long, default_value_t = 2)]
     mm2_tasks: u32,
-    /// Extra config line for one tool: `strait:key=value` or `mm2:key=value`. Repeatable.
+    /// Extra config line for one tool: `strait:key=value`, `mm2:key=value` or
+    /// `mm2-defaults:key=value`; `{source}` and `{target}` in the key are the run's cluster
+    /// aliases (`mm2:{source}.consumer.fetch.max.bytes=...`). Repeatable.
     #[arg(long)]
     prop: Vec<String>,
     /// Where to write the JSON (default perf/results/<date>-<scenario>.json).
@@ -579,6 +581,7 @@ fn cmd_run(
         let tool = match tool {
             "strait" => Tool::Strait,
             "mm2" => Tool::Mm2,
+            "mm2-defaults" => Tool::Mm2Defaults,
             other => bail!("--prop {p}: unknown tool {other}"),
         };
         let (k, v) = kv
@@ -620,7 +623,7 @@ fn cmd_run(
         for &tool in &a.replicator {
             let cmd = match tool {
                 Tool::Strait => a.strait_cmd.as_deref().map(CommandSpec::parse),
-                Tool::Mm2 => a.mm2_cmd.as_deref().map(CommandSpec::parse),
+                Tool::Mm2 | Tool::Mm2Defaults => a.mm2_cmd.as_deref().map(CommandSpec::parse),
             }
             .transpose()?
             .unwrap_or_else(|| replicator::default_command(tool, &repo, &bin_dir, &a.mm2_heap));

@@ -22,7 +22,12 @@ use strait_dataplane::batch::Compression;
 #[serde(rename_all = "lowercase")]
 pub enum Tool {
     Strait,
+    /// MM2 tuned for throughput as its documentation recommends (see [`config_text`]).
     Mm2,
+    /// MM2 with its defaults: only what the run needs (clusters, flow, topic, replication
+    /// factors), as a new operator would start it.
+    #[serde(rename = "mm2-defaults")]
+    Mm2Defaults,
 }
 
 impl Tool {
@@ -30,6 +35,7 @@ impl Tool {
         match self {
             Tool::Strait => "strait",
             Tool::Mm2 => "mm2",
+            Tool::Mm2Defaults => "mm2-defaults",
         }
     }
 }
@@ -52,7 +58,8 @@ pub struct ConfigParams {
     pub mm2_linger_ms: u64,
     /// Replication factor of every topic the replicators create (remote and internal ones).
     pub replication_factor: i16,
-    /// Extra `key=value` lines appended verbatim.
+    /// Extra `key=value` lines appended verbatim, except that `{source}` and `{target}` in a key
+    /// become the run's cluster aliases.
     pub extra: Vec<(String, String)>,
 }
 
@@ -114,7 +121,7 @@ pub fn config_text(tool: Tool, p: &ConfigParams) -> String {
         kv(&format!("{s}.consumer.max.poll.records"), "500");
     }
     for (k, v) in &p.extra {
-        kv(k, v);
+        kv(&k.replace("{source}", s).replace("{target}", t), v);
     }
     o
 }
@@ -173,7 +180,7 @@ pub fn default_command(tool: Tool, repo: &Path, bin_dir: &Path, mm2_heap: &str) 
             args: vec!["run".into(), "--config".into(), "{config}".into()],
             env: vec![("RUST_LOG".into(), "info".into())],
         },
-        Tool::Mm2 => CommandSpec {
+        Tool::Mm2 | Tool::Mm2Defaults => CommandSpec {
             program: repo.join("scripts/kafka-tool").display().to_string(),
             args: vec!["connect-mirror-maker".into(), "{config}".into()],
             env: vec![("KAFKA_HEAP_OPTS".into(), mm2_heap.to_string())],
@@ -312,6 +319,18 @@ mod tests {
         assert_eq!(lookup(&t, "dst1.producer.linger.ms"), Some("100"));
         assert_eq!(lookup(&t, "offset.storage.replication.factor"), Some("1"));
         assert_eq!(lookup(&t, "a.b"), Some("c"));
+    }
+
+    #[test]
+    fn mm2_with_defaults_gets_no_tuning_and_aliases_fill_extra_keys() {
+        let mut p = params();
+        p.extra = vec![("{source}.consumer.fetch.max.bytes".into(), "9".into())];
+        let t = config_text(Tool::Mm2Defaults, &p);
+        assert_eq!(lookup(&t, "src1->dst1.enabled"), Some("true"));
+        assert_eq!(lookup(&t, "tasks.max"), None);
+        assert!(!t.contains(".producer."), "{t}");
+        assert_eq!(lookup(&t, "src1.consumer.fetch.max.bytes"), Some("9"));
+        assert_eq!(lookup(&t, "offset.storage.replication.factor"), Some("1"));
     }
 
     #[test]
