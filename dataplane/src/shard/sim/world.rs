@@ -201,6 +201,8 @@ pub struct Outcome {
     produce_retries: u64,
     reconnects: u64,
     timeouts: u64,
+    /// Partitions fetched with more than the configured size (their ask grew).
+    grown_asks: u64,
 }
 
 /// Totals over seeds, to show the schedules exercise what they claim.
@@ -213,6 +215,7 @@ pub struct Totals {
     pub produce_retries: u64,
     pub reconnects: u64,
     pub timeouts: u64,
+    pub grown_asks: u64,
 }
 
 impl Totals {
@@ -224,6 +227,7 @@ impl Totals {
         self.produce_retries += o.produce_retries;
         self.reconnects += o.reconnects;
         self.timeouts += o.timeouts;
+        self.grown_asks += o.grown_asks;
     }
 
     pub fn add(&mut self, o: &Outcome) {
@@ -234,6 +238,7 @@ impl Totals {
         self.produce_retries += o.produce_retries;
         self.reconnects += o.reconnects;
         self.timeouts += o.timeouts;
+        self.grown_asks += o.grown_asks;
     }
 }
 
@@ -241,14 +246,15 @@ impl fmt::Display for Totals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} faults, {} reassignments, {} lapses, {} stalled reports, {} produce retries, {} reconnects, {} request timeouts",
+            "{} faults, {} reassignments, {} lapses, {} stalled reports, {} produce retries, {} reconnects, {} request timeouts, {} grown fetch asks",
             self.faults,
             self.reassignments,
             self.lapses,
             self.stalls_seen,
             self.produce_retries,
             self.reconnects,
-            self.timeouts
+            self.timeouts,
+            self.grown_asks
         )
     }
 }
@@ -902,6 +908,7 @@ impl World {
             for fp in &t.partitions {
                 let p = fp.partition as usize;
                 let end = self.source_end(p);
+                self.check_ask(fp.partition_max_bytes);
                 let mut pd = PartitionData::default()
                     .with_partition_index(fp.partition)
                     .with_high_watermark(end)
@@ -1221,6 +1228,21 @@ impl World {
     }
 
     // ---- invariants ----
+
+    /// A partition's fetch size grows from the configured size up to a quarter of the budget,
+    /// never past it.
+    fn check_ask(&mut self, ask: i32) {
+        let ceiling = (BUDGET / 4).max(PARTITION_MAX_BYTES as usize);
+        let ask = usize::try_from(ask).unwrap_or(0);
+        if ask < PARTITION_MAX_BYTES as usize || ask > ceiling {
+            self.fail(format!(
+                "a partition asked for {ask} bytes, outside {PARTITION_MAX_BYTES}..={ceiling}"
+            ));
+        }
+        if ask > PARTITION_MAX_BYTES as usize {
+            self.out.grown_asks += 1;
+        }
+    }
 
     fn check_memory(&mut self) {
         let largest = source_logs()
