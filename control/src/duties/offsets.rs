@@ -421,14 +421,32 @@ impl OffsetsRuntime {
         let target_consumer = cluster_for(&name, "target consumer", &c.target_consumer.client)?;
         let checkpoints_topic = flow.checkpoints_topic();
 
-        let checkpoints =
-            load_checkpoint_store(flow, &target, &target_consumer, &checkpoints_topic).await?;
-        let mut translator = Translator::default();
-        let syncs = if settings.emit_offset_syncs {
-            Some(load_offset_syncs(flow, &checkpoints, &mut translator).await?)
-        } else {
-            None
+        let checkpointing = settings.emit_checkpoints;
+        // The group list comes from the source, as the offset syncs do by default: asked for
+        // side by side, a start far from the source waits for one of them, not both.
+        let loads = async {
+            let checkpoints =
+                load_checkpoint_store(flow, &target, &target_consumer, &checkpoints_topic).await?;
+            let mut translator = Translator::default();
+            let syncs = if settings.emit_offset_syncs {
+                Some(load_offset_syncs(flow, &checkpoints, &mut translator).await?)
+            } else {
+                None
+            };
+            Ok::<_, OffsetsError>((checkpoints, translator, syncs))
         };
+        let groups = async {
+            if !checkpointing {
+                return None;
+            }
+            let found = find_groups_timed(flow, &source, &settings).await;
+            if matches!(&found, Ok(g) if g.is_empty()) {
+                probe_group_access(flow, &source, &settings).await;
+            }
+            Some(found)
+        };
+        let (loaded, found) = futures_util::join!(loads, groups);
+        let (checkpoints, mut translator, syncs) = loaded?;
         translator.store_mut().mark_read_to_end();
         let exact = restore_mappings(&mut translator, flow, restored);
         if exact > 0 {
@@ -443,7 +461,6 @@ impl OffsetsRuntime {
             offset_lag_max: settings.offset_lag_max,
             max_outstanding: settings.max_outstanding_syncs,
         });
-        let checkpointing = settings.emit_checkpoints;
         let mut rt = Self {
             name,
             source,
@@ -471,8 +488,10 @@ impl OffsetsRuntime {
             flow: flow.clone(),
             settings,
         };
-        if checkpointing {
-            rt.refresh_groups_logged().await;
+        if let Some(found) = found {
+            // Probed above when none was found.
+            rt.groups_probed = true;
+            rt.take_groups(found).await;
         }
         Ok(rt)
     }
@@ -758,29 +777,13 @@ impl OffsetsRuntime {
         ok
     }
 
-    async fn with_timeout<T>(
-        &self,
-        what: &'static str,
-        fut: impl Future<Output = Result<T, OffsetsError>>,
-    ) -> Result<T, OffsetsError> {
-        tokio::time::timeout(self.settings.admin_timeout, fut)
-            .await
-            .unwrap_or_else(|_| {
-                Err(OffsetsError::Timeout {
-                    flow: self.name.clone(),
-                    what,
-                    timeout_ms: self.settings.admin_timeout.as_millis() as u64,
-                })
-            })
+    async fn refresh_groups_logged(&mut self) {
+        let found = find_groups_timed(&self.flow, &self.source, &self.settings).await;
+        self.take_groups(found).await;
     }
 
-    async fn refresh_groups_logged(&mut self) {
-        let found = self
-            .with_timeout(
-                "group refresh",
-                find_groups(&self.flow, &self.source, self.settings.max_groups),
-            )
-            .await;
+    /// Takes a group refresh's result: the groups to checkpoint from now on.
+    async fn take_groups(&mut self, found: Result<BTreeSet<String>, OffsetsError>) {
         match found {
             Ok(groups) => {
                 let added: Vec<&String> = groups.difference(&self.groups).collect();
@@ -795,30 +798,12 @@ impl OffsetsRuntime {
                 self.groups = groups;
                 if self.groups.is_empty() && !self.groups_probed {
                     self.groups_probed = true;
-                    self.probe_group_access().await;
+                    probe_group_access(&self.flow, &self.source, &self.settings).await;
                 }
             }
             Err(e) => {
                 tracing::warn!("cannot refresh the consumer groups; keeping the last list: {e}")
             }
-        }
-    }
-
-    /// No group was found: a principal without DESCRIBE on the source's groups sees none
-    /// (ListGroups leaves them out), so ask once for a group the filter names and say so
-    /// clearly. Replication goes on either way.
-    async fn probe_group_access(&self) {
-        let group = probe_group(&self.flow);
-        let probe = tokio::time::timeout(
-            self.settings.admin_timeout,
-            self.source.group_operations(&group),
-        );
-        // Only a refusal is news here; other answers (old brokers, timeouts) say nothing
-        // about permissions.
-        if let Ok(Err(e)) = probe.await
-            && e.is(kafka_protocol::ResponseError::GroupAuthorizationFailed)
-        {
-            tracing::error!(flow = %self.name, "no consumer group is visible, so checkpoints and group offset sync have nothing to do (replication goes on): cannot describe group {group} of {}: {e}", self.flow.source);
         }
     }
 
@@ -1288,6 +1273,41 @@ pub fn probe_group(flow: &FlowConfig) -> String {
 /// MM2's group discovery (`findConsumerGroups`): the source's consumer groups that pass the
 /// group filter and have a committed offset on at least one topic the topic filter accepts.
 /// At most `max_groups`, by name.
+/// No group was found: a principal without DESCRIBE on the source's groups sees none
+/// (ListGroups leaves them out), so ask once for a group the filter names and say so clearly.
+/// Replication goes on either way.
+async fn probe_group_access(flow: &FlowConfig, source: &Cluster, settings: &OffsetsSettings) {
+    let group = probe_group(flow);
+    let probe = tokio::time::timeout(settings.admin_timeout, source.group_operations(&group));
+    // Only a refusal is news here; other answers (old brokers, timeouts) say nothing
+    // about permissions.
+    if let Ok(Err(e)) = probe.await
+        && e.is(kafka_protocol::ResponseError::GroupAuthorizationFailed)
+    {
+        tracing::error!(flow = %flow.name(), "no consumer group is visible, so checkpoints and group offset sync have nothing to do (replication goes on): cannot describe group {group} of {}: {e}", flow.source);
+    }
+}
+
+/// [`find_groups`] within `admin.timeout.ms`.
+async fn find_groups_timed(
+    flow: &FlowConfig,
+    source: &Cluster,
+    settings: &OffsetsSettings,
+) -> Result<BTreeSet<String>, OffsetsError> {
+    tokio::time::timeout(
+        settings.admin_timeout,
+        find_groups(flow, source, settings.max_groups),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(OffsetsError::Timeout {
+            flow: flow.name(),
+            what: "group refresh",
+            timeout_ms: settings.admin_timeout.as_millis() as u64,
+        })
+    })
+}
+
 async fn find_groups(
     flow: &FlowConfig,
     source: &Cluster,
