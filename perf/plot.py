@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Plots the newest result of each bench scenario: latency CDF and throughput over time.
 
-Usage: perf/plot.py RESULTS_DIR OUT_DIR
-Writes OUT_DIR/<scenario>-latency-cdf.png and OUT_DIR/<scenario>-throughput.png.
+Usage: perf/plot.py RESULTS_DIR OUT_DIR [--each]
+Writes OUT_DIR/<scenario>-latency-cdf.png and OUT_DIR/<scenario>-throughput.png; with --each,
+one pair per result file, named after the file (the WAN results: one file per latency and round).
 scripts/bench.sh runs it with matplotlib from a venv under the cache directory.
 """
 
@@ -16,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLORS = {"strait": "#1f77b4", "mm2": "#d62728"}
+COLORS = {"strait": "#1f77b4", "mm2": "#d62728", "mm2-defaults": "#ff7f0e"}
 STYLES = {"none": "-", "lz4": "--", "zstd": ":", "gzip": "-.", "snappy": "-."}
 
 
@@ -35,6 +36,18 @@ def latest(results_dir):
         if name and (name not in best or key > best[name][0]):
             best[name] = (key, doc)
     return {name: doc for name, (_, doc) in best.items()}
+
+
+def each(results_dir):
+    """Every result file, by its file name without .json."""
+    docs = {}
+    for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
+        try:
+            with open(path) as f:
+                docs[os.path.basename(path)[:-5]] = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"plot.py: skipping {path}: {e}", file=sys.stderr)
+    return docs
 
 
 def label(entry):
@@ -100,12 +113,12 @@ def plot_throughput(name, doc, out):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4) or (len(sys.argv) == 4 and sys.argv[3] != "--each"):
         print(__doc__, file=sys.stderr)
         return 2
     results_dir, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    docs = latest(results_dir)
+    docs = each(results_dir) if len(sys.argv) == 4 else latest(results_dir)
     for name, doc in sorted(docs.items()):
         plot_cdf(name, doc, out)
         plot_throughput(name, doc, out)

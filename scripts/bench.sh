@@ -76,13 +76,7 @@ fi
 "$bin/strait-bench" report --results perf/results --out perf/RESULTS.md
 
 if [[ "${STRAIT_BENCH_PLOTS:-1}" != 0 ]]; then
-  venv="${STRAIT_BENCH_VENV:-$STRAIT_CACHE_DIR/bench-venv}"
-  if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
-    strait_log "installing matplotlib into $venv"
-    python3 -m venv "$venv" >&2
-    "$venv/bin/pip" install --quiet 'matplotlib>=3.7' >&2
-  fi
-  "$venv/bin/python" perf/plot.py perf/results perf/plots >&2
+  strait_plot perf/results perf/plots
 fi
 strait_log "done: $out, perf/RESULTS.md (exit $rc)"
 exit "$rc"

@@ -95,3 +95,15 @@ strait_kafka_classpath() { printf '%s\n' "$KAFKA_LIBS_DIR/*"; }
 
 # Prints a script's header comment (from line 2 to the first non-comment line) as its usage.
 strait_usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$1"; }
+
+# perf/plot.py RESULTS_DIR OUT_DIR [--each] with matplotlib from a venv under the cache directory
+# (STRAIT_BENCH_VENV, default $STRAIT_CACHE_DIR/bench-venv), installed on first use.
+strait_plot() {
+  local venv="${STRAIT_BENCH_VENV:-$STRAIT_CACHE_DIR/bench-venv}"
+  if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
+    strait_log "installing matplotlib into $venv"
+    python3 -m venv "$venv" >&2
+    "$venv/bin/pip" install --quiet 'matplotlib>=3.7' >&2
+  fi
+  "$venv/bin/python" "$STRAIT_REPO_ROOT/perf/plot.py" "$@" >&2
+}
