@@ -320,7 +320,6 @@ struct CheckpointBatch {
     bytes: usize,
     /// Records translated exactly.
     exact: usize,
-    groups: Vec<(String, Vec<Checkpoint>)>,
     /// When the round that made them began, for `checkpoint-latency-ms`.
     started: Option<Instant>,
 }
@@ -382,6 +381,12 @@ pub struct OffsetsRuntime {
     /// mid-flight (a stop abandons the duties in flight): the next send gives them back to the
     /// writer, whose permits they still hold.
     syncs_in_flight: Vec<OffsetSync>,
+    /// The groups whose checkpoints a round recorded in the store but has not written yet, with
+    /// their previous checkpoints. A round dropped before writing them (by `admin.timeout.ms` or a
+    /// stop) leaves them here, and the next round puts the previous ones back first: otherwise
+    /// the store would hold checkpoints never written, and an unchanged group would never get
+    /// them (an equal checkpoint is a repeat, not emitted).
+    checkpoints_unwritten: Vec<(String, Vec<Checkpoint>)>,
     /// Whether the source's groups were probed for DESCRIBE after a refresh found none.
     groups_probed: bool,
     /// What the duties did, for `/metrics`.
@@ -482,6 +487,7 @@ impl OffsetsRuntime {
             mapping_errors: 0,
             syncs_paused_until: None,
             syncs_in_flight: Vec::new(),
+            checkpoints_unwritten: Vec::new(),
             groups_probed: false,
             counters: OffsetsCounters::default(),
             owned: None,
@@ -846,6 +852,10 @@ impl OffsetsRuntime {
         if !self.checkpoints.is_initialized() {
             return counts;
         }
+        let dropped = self.restore_unwritten_checkpoints();
+        if dropped > 0 {
+            tracing::debug!(flow = %self.name, groups = dropped, "checkpoints of a dropped round put back, to be emitted again");
+        }
         let groups: Vec<String> = self.groups.iter().cloned().collect();
         let mut batch = CheckpointBatch {
             started: Some(Instant::now()),
@@ -946,13 +956,30 @@ impl OffsetsRuntime {
                 Some(Bytes::from(value)),
             ));
         }
-        batch.groups.push((group, previous));
+        self.checkpoints_unwritten.push((group, previous));
+    }
+
+    /// Puts the previous checkpoints of the groups not written back into the store; returns how
+    /// many groups.
+    fn restore_unwritten_checkpoints(&mut self) -> usize {
+        let groups = std::mem::take(&mut self.checkpoints_unwritten);
+        for (group, previous) in &groups {
+            self.checkpoints.remove_group(group);
+            for cp in previous {
+                if let (Ok(k), Ok(v)) = (cp.encode_key(), cp.encode_value()) {
+                    let _ = self.checkpoints.load_record(&k, Some(&v), |_| true);
+                }
+            }
+        }
+        groups.len()
     }
 
     /// Writes a batch of checkpoints to partition 0 of the checkpoints topic; on failure puts
     /// the groups' previous checkpoints back into the store, so that the next round retries.
     async fn write_checkpoints(&mut self, batch: CheckpointBatch, counts: &mut RoundCounts) {
         if batch.records.is_empty() {
+            // Nothing emitted: the store holds nothing unwritten for these groups.
+            self.checkpoints_unwritten.clear();
             return;
         }
         match records::produce(
@@ -964,6 +991,7 @@ impl OffsetsRuntime {
         .await
         {
             Ok(_) => {
+                self.checkpoints_unwritten.clear();
                 counts.written += batch.records.len();
                 counts.exact += batch.exact;
                 self.counters.checkpoints_written += batch.records.len() as u64;
@@ -976,15 +1004,7 @@ impl OffsetsRuntime {
             }
             Err(e) => {
                 tracing::warn!(flow = %self.name, topic = %self.checkpoints_topic, error = %e, "cannot write checkpoints");
-                for (group, previous) in &batch.groups {
-                    self.checkpoints.remove_group(group);
-                    for cp in previous {
-                        if let (Ok(k), Ok(v)) = (cp.encode_key(), cp.encode_value()) {
-                            let _ = self.checkpoints.load_record(&k, Some(&v), |_| true);
-                        }
-                    }
-                }
-                counts.failed_groups += batch.groups.len();
+                counts.failed_groups += self.restore_unwritten_checkpoints();
             }
         }
     }
