@@ -354,54 +354,46 @@ fn top_level_enabled(raw: &BTreeMap<String, RawEntry>, out: &mut Vec<ConfigWarni
 }
 
 fn strait_defaults(enabled: &[&FlowConfig], out: &mut Vec<ConfigWarning>) {
-    let committed = enabled.iter().any(|f| {
-        matches!(
-            f.clients.source_consumer.isolation_level.origin,
-            Origin::StraitDefault { .. }
-        )
-    });
-    if committed {
-        out.push(ConfigWarning::new(
-            Severity::Note,
-            WarningKind::StraitDefault,
-            Some("isolation.level"),
-            None,
-            format!("source consumers use isolation.level=read_committed (MirrorMaker: read_uncommitted): {WHY_READ_COMMITTED}; set `<source>.consumer.isolation.level=read_uncommitted` for MirrorMaker's behaviour"),
-        ));
-    }
-    let growing = enabled.iter().any(|f| {
-        matches!(
-            f.clients.source_consumer.max_partition_fetch_bytes.origin,
-            Origin::StraitDefault { .. }
-        )
-    });
-    if growing {
-        out.push(ConfigWarning::new(
-            Severity::Note,
-            WarningKind::StraitDefault,
-            Some("max.partition.fetch.bytes"),
-            None,
-            format!("max.partition.fetch.bytes is not set (MirrorMaker: a fixed 1048576): {WHY_GROWING_FETCH}"),
-        ));
-    }
-    let fast = enabled.iter().any(|f| {
-        matches!(
-            f.refresh_topics_interval_seconds.origin,
-            Origin::StraitDefault { .. }
-        ) || matches!(
-            f.refresh_groups_interval_seconds.origin,
-            Origin::StraitDefault { .. }
-        )
-    });
-    if fast {
-        out.push(ConfigWarning::new(
-            Severity::Note,
-            WarningKind::StraitDefault,
-            Some("refresh.topics.interval.seconds"),
-            None,
-            format!("refresh.topics.interval.seconds and refresh.groups.interval.seconds default to 10 (MirrorMaker: 600): {WHY_FAST_REFRESH}"),
-        ));
-    }
+    let strait = |o: &Origin| matches!(o, Origin::StraitDefault { .. });
+    let mut note = |any: bool, key: &'static str, text: String| {
+        if any {
+            out.push(ConfigWarning::new(
+                Severity::Note,
+                WarningKind::StraitDefault,
+                Some(key),
+                None,
+                text,
+            ));
+        }
+    };
+    note(
+        enabled
+            .iter()
+            .any(|f| strait(&f.clients.source_consumer.isolation_level.origin)),
+        "isolation.level",
+        format!(
+            "source consumers use isolation.level=read_committed (MirrorMaker: read_uncommitted): {WHY_READ_COMMITTED}; set `<source>.consumer.isolation.level=read_uncommitted` for MirrorMaker's behaviour"
+        ),
+    );
+    note(
+        enabled
+            .iter()
+            .any(|f| strait(&f.clients.source_consumer.max_partition_fetch_bytes.origin)),
+        "max.partition.fetch.bytes",
+        format!(
+            "max.partition.fetch.bytes is not set (MirrorMaker: a fixed 1048576): {WHY_GROWING_FETCH}"
+        ),
+    );
+    note(
+        enabled.iter().any(|f| {
+            strait(&f.refresh_topics_interval_seconds.origin)
+                || strait(&f.refresh_groups_interval_seconds.origin)
+        }),
+        "refresh.topics.interval.seconds",
+        format!(
+            "refresh.topics.interval.seconds and refresh.groups.interval.seconds default to 10 (MirrorMaker: 600): {WHY_FAST_REFRESH}"
+        ),
+    );
 }
 
 #[cfg(test)]

@@ -495,8 +495,8 @@ impl OffsetsRuntime {
             settings,
         };
         if let Some(found) = found {
-            // Probed above when none was found.
-            rt.groups_probed = true;
+            // Probed above when none was found (the refresh would probe again otherwise).
+            rt.groups_probed = matches!(&found, Ok(g) if g.is_empty());
             rt.take_groups(found).await;
         }
         Ok(rt)

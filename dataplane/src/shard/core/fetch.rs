@@ -63,6 +63,8 @@ pub(super) struct Fetches {
 #[derive(Default)]
 struct GroupPlan {
     keys: Vec<PartitionKey>,
+    /// The sum of the keys' fetch sizes: what the fetch could return at most.
+    wanted_bytes: usize,
     any_has_data: bool,
     any_backlogged: bool,
 }
@@ -116,18 +118,13 @@ impl ShardCore {
             } else {
                 0
             };
-            let wanted_bytes = plan
-                .keys
-                .iter()
-                .map(|k| self.parts[k].p.fetch_bytes())
-                .fold(0usize, usize::saturating_add);
             let Some(max_bytes) = fetch_room(
                 self.cfg
                     .memory_budget_bytes
                     .saturating_sub(overhead + headroom),
                 used,
                 settings,
-                wanted_bytes,
+                plan.wanted_bytes,
                 group_count,
             ) else {
                 self.stall_for_memory(&plan.keys, used, now);
@@ -160,6 +157,7 @@ impl ShardCore {
                 .or_default();
             if wants {
                 g.keys.push(k.clone());
+                g.wanted_bytes = g.wanted_bytes.saturating_add(o.p.fetch_bytes());
                 g.any_has_data |= !o.p.caught_up();
             }
             g.any_backlogged |= backlogged;
@@ -475,13 +473,6 @@ pub(super) fn defer_idle_fetch(
         && last_sent.is_some_and(|at| now.saturating_duration_since(at) < max_wait)
 }
 
-/// The response size a new fetch may ask for, or `None` to wait for memory to be freed. The size
-/// is reserved until the response arrives, so it asks for no more than its partitions can
-/// return (`wanted_bytes`, the sum of their fetch sizes), and for no more than a fair share of the budget among the
-/// shard's `groups` fetch groups: one group's long poll must not hold the whole budget while
-/// another group waits (it did, with a 48 MiB budget and a 50 MiB `fetch.max.bytes`). A fetch
-/// goes out once a whole partition's worth fits (or the whole budget, when one partition's worth
-/// is larger than the budget: a shard must not wait for room it can never have).
 /// Fetches of partitions that merge batches leave `1 / MERGE_HEADROOM_DIVISOR` of the memory
 /// budget for the merged batches.
 const MERGE_HEADROOM_DIVISOR: usize = 4;
@@ -502,6 +493,14 @@ pub(super) fn partition_ceiling_bytes(settings: FetchSettings, budget_bytes: usi
     settings.partition_ceiling_bytes.min(quarter).max(base)
 }
 
+/// The response size a new fetch may ask for, or `None` to wait for memory to be freed. The size
+/// is reserved until the response arrives, so it asks for no more than its partitions can
+/// return (`wanted_bytes`, the sum of their fetch sizes), and for no more than a fair share of
+/// the budget among the shard's `groups` fetch groups: one group's long poll must not hold the
+/// whole budget while another group waits (it did, with a 48 MiB budget and a 50 MiB
+/// `fetch.max.bytes`). A fetch goes out once a whole partition's worth fits (or the whole budget,
+/// when one partition's worth is larger than the budget: a shard must not wait for room it can
+/// never have).
 pub(super) fn fetch_room(
     budget_bytes: usize,
     used_bytes: usize,
