@@ -71,6 +71,10 @@ impl Su {
                 .create_topic(NewTopic::new(topic, partitions), 30_000),
         )
         .unwrap_or_else(|e| panic!("create {topic}: {e}"));
+        // CreateTopics answers once the controller has the topic; a broker's metadata may
+        // list it a moment later, and `strait check --connect` reads that metadata.
+        self.block(self.c.wait_for_leaders(topic, 30_000))
+            .unwrap_or_else(|e| panic!("{topic} has no leader: {e}"));
     }
 
     fn produce(&self, topic: &str, partition: i32, n: usize) {
