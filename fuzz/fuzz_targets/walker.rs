@@ -47,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
             producer_id: 42,
             producer_epoch: 1,
             base_sequence: 7,
+            transactional: false,
         };
         let forwarded = rewrite.forward(&batch);
         assert_eq!(forwarded.len(), batch.size());

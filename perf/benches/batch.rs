@@ -89,6 +89,7 @@ fn fast_path(c: &mut Criterion) {
             producer_id: 1234,
             producer_epoch: 0,
             base_sequence: 0,
+            transactional: false,
         };
         group.bench_function(format!("walk_{batch_kib}KiB_x{batches}"), |b| {
             b.iter(|| {
@@ -124,6 +125,7 @@ fn crc(c: &mut Criterion) {
         producer_id: 99,
         producer_epoch: 3,
         base_sequence: 5,
+        transactional: false,
     };
     group.throughput(Throughput::Elements(1));
     group.bench_function("header_rewrite_patch_1MiB_batch", |b| {

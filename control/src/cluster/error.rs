@@ -22,6 +22,8 @@ pub struct Context {
     pub member: Option<String>,
     /// The group generation (group membership calls).
     pub generation: Option<i32>,
+    /// The transactional id (transaction calls).
+    pub transactional_id: Option<String>,
 }
 
 impl Context {
@@ -53,6 +55,11 @@ impl Context {
         self
     }
 
+    pub fn transactional_id(mut self, id: &str) -> Self {
+        self.transactional_id = Some(id.to_string());
+        self
+    }
+
     pub fn principal(mut self, p: Option<String>) -> Self {
         self.principal = p;
         self
@@ -78,6 +85,9 @@ impl fmt::Display for Context {
         }
         if let Some(g) = &self.group {
             write!(f, " for group {g}")?;
+        }
+        if let Some(t) = &self.transactional_id {
+            write!(f, " for transactional id {t}")?;
         }
         if let Some(m) = &self.member {
             write!(f, " (member {m})")?;

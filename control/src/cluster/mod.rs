@@ -9,6 +9,7 @@ pub mod authz;
 pub mod error;
 pub mod group;
 pub mod probe;
+pub mod txn;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -329,6 +330,8 @@ pub struct Cluster {
     metadata: RefCell<Metadata>,
     conns: RefCell<HashMap<String, BrokerConn>>,
     coordinators: RefCell<HashMap<String, i32>>,
+    /// Transaction coordinators by transactional id (`txn.rs`).
+    txn_coordinators: RefCell<HashMap<String, i32>>,
 }
 
 impl fmt::Debug for Cluster {
@@ -356,6 +359,7 @@ impl Cluster {
             metadata: RefCell::new(Metadata::default()),
             conns: RefCell::new(HashMap::new()),
             coordinators: RefCell::new(HashMap::new()),
+            txn_coordinators: RefCell::new(HashMap::new()),
         }
     }
 
@@ -454,6 +458,7 @@ impl Cluster {
                     tokio::time::sleep(self.retry.backoff(attempt)).await;
                     attempt += 1;
                     self.coordinators.borrow_mut().clear();
+                    self.txn_coordinators.borrow_mut().clear();
                     // Best effort: if metadata fails too, the next attempt reports it.
                     let _ = self.refresh_metadata_once(None).await;
                 }

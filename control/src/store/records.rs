@@ -62,6 +62,37 @@ pub async fn produce_batch(
     partition: i32,
     batch: &Bytes,
 ) -> Result<i64, ClusterError> {
+    produce_batch_as(cluster, None, topic, partition, batch).await
+}
+
+/// Appends one built transactional batch (carrying `producer`'s id and epoch, a sequence, and
+/// the transactional bit) to `topic`-`partition` inside `producer`'s open transaction; the
+/// partition must have been added to it (`Cluster::add_partitions_to_txn`). Returns the base
+/// offset.
+pub async fn produce_batch_in_txn(
+    cluster: &Cluster,
+    producer: &crate::cluster::txn::TxnProducer,
+    topic: &str,
+    partition: i32,
+    batch: &Bytes,
+) -> Result<i64, ClusterError> {
+    produce_batch_as(
+        cluster,
+        Some(&producer.transactional_id),
+        topic,
+        partition,
+        batch,
+    )
+    .await
+}
+
+async fn produce_batch_as(
+    cluster: &Cluster,
+    transactional_id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    batch: &Bytes,
+) -> Result<i64, ClusterError> {
     let header_len = strait_dataplane::batch::HEADER_LEN;
     if batch.len() < header_len {
         return Err(ClusterError::Invalid {
@@ -92,13 +123,13 @@ pub async fn produce_batch(
             }];
             let resp = conn
                 .send_encoded(ApiKey::Produce as i16, version, |fb| {
-                    encode_produce_body(fb, version, None, -1, 30_000, &topics).map_err(|m| {
-                        WireError::Protocol {
+                    encode_produce_body(fb, version, transactional_id, -1, 30_000, &topics).map_err(
+                        |m| WireError::Protocol {
                             broker: conn.broker().to_string(),
                             api: "Produce",
                             message: m.to_string(),
-                        }
-                    })
+                        },
+                    )
                 })
                 .await
                 .map_err(|e| ClusterError::wire(ctx.clone(), e))?

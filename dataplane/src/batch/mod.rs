@@ -141,6 +141,7 @@ mod tests {
                 producer_id: 3,
                 producer_epoch: 0,
                 base_sequence: 9,
+                transactional: false,
             };
             let forwarded = RawBatch::new(rewrite.forward(&batch).to_bytes())
                 .expect("a rewritten batch keeps its framing");

@@ -9,8 +9,9 @@ use super::{HEADER_LEN, attr, crc, field};
 /// The producer fields a forwarded batch gets on the target.
 ///
 /// Applying it also sets `baseOffset = 0` (brokers require it from clients),
-/// `partitionLeaderEpoch = -1` (the broker stamps its own), and clears the transactional (0x10)
-/// and delete-horizon (0x40) attribute bits. It does **not** touch the LogAppendTime bit (0x08):
+/// `partitionLeaderEpoch = -1` (the broker stamps its own), sets the transactional (0x10) bit
+/// to `transactional` (the source's says nothing about the target's transaction) and clears the
+/// delete-horizon (0x40) bit. It does **not** touch the LogAppendTime bit (0x08):
 /// brokers reject such batches from clients, and [`classify`](super::classify) sends them to the
 /// slow path, which rewrites the record timestamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +22,9 @@ pub struct HeaderRewrite {
     pub producer_epoch: i16,
     /// Sequence of the batch's first record for this target partition, or -1.
     pub base_sequence: i32,
+    /// Whether the batch belongs to the producer's open transaction on the target (exactly-once
+    /// forwarding); the produce request must then carry the producer's transactional id.
+    pub transactional: bool,
 }
 
 /// A batch ready for a Produce request: the rewritten header and the original payload, to be
@@ -39,6 +43,7 @@ impl HeaderRewrite {
         producer_id: -1,
         producer_epoch: -1,
         base_sequence: -1,
+        transactional: false,
     };
 
     /// Returns the rewritten header of `batch`, with its CRC patched from the old and new header
@@ -48,7 +53,10 @@ impl HeaderRewrite {
         let mut new = *old;
         new[field::BASE_OFFSET..field::BATCH_LENGTH].copy_from_slice(&0i64.to_be_bytes());
         new[field::PARTITION_LEADER_EPOCH..field::MAGIC].copy_from_slice(&(-1i32).to_be_bytes());
-        let attributes = batch.attributes() & !(attr::TRANSACTIONAL | attr::DELETE_HORIZON);
+        let mut attributes = batch.attributes() & !(attr::TRANSACTIONAL | attr::DELETE_HORIZON);
+        if self.transactional {
+            attributes |= attr::TRANSACTIONAL;
+        }
         new[field::ATTRIBUTES..field::LAST_OFFSET_DELTA].copy_from_slice(&attributes.to_be_bytes());
         new[field::PRODUCER_ID..field::PRODUCER_EPOCH]
             .copy_from_slice(&self.producer_id.to_be_bytes());
@@ -184,9 +192,15 @@ mod tests {
             pid: i64,
             epoch: i16,
             seq: i32,
+            transactional: bool,
         ) {
             let batch = RawBatch::new(bytes.clone()).unwrap();
-            let rewrite = HeaderRewrite { producer_id: pid, producer_epoch: epoch, base_sequence: seq };
+            let rewrite = HeaderRewrite {
+                producer_id: pid,
+                producer_epoch: epoch,
+                base_sequence: seq,
+                transactional,
+            };
             let fwd = rewrite.forward(&batch);
             let whole = fwd.to_bytes();
             prop_assert_eq!(whole.len(), bytes.len());
@@ -200,7 +214,7 @@ mod tests {
             prop_assert_eq!(out.producer_id(), pid);
             prop_assert_eq!(out.producer_epoch(), epoch);
             prop_assert_eq!(out.base_sequence(), seq);
-            prop_assert!(!out.is_transactional());
+            prop_assert_eq!(out.is_transactional(), transactional);
             prop_assert!(!out.has_delete_horizon());
             // Everything else survives.
             prop_assert_eq!(out.attributes() | 0x50, batch.attributes() | 0x50);
@@ -234,6 +248,7 @@ mod tests {
             producer_id: 77,
             producer_epoch: 2,
             base_sequence: 1000,
+            transactional: false,
         }
         .forward(&batch);
         assert_eq!(fwd.payload.as_ptr(), bytes[61..].as_ptr());

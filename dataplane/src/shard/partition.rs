@@ -1042,6 +1042,7 @@ impl Partition {
             producer_id: pid,
             producer_epoch: epoch,
             base_sequence: seq,
+            transactional: false,
         }
         .apply(&o.batch);
         let payload = o.batch.payload();

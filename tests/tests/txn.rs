@@ -1,0 +1,179 @@
+//! The transaction calls of the admin client (`control/src/cluster/txn.rs`) against the real
+//! test bed's target: what exactly-once forwarding builds on. A forwarded batch (the fast
+//! path's header rewrite with the transactional bit) and a progress record go into one
+//! transaction; Kafka's own console consumer decides what read_committed shows.
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use strait_control::cluster::txn::{TxnEnd, TxnProducer};
+use strait_control::cluster::{Cluster, NewTopic, RetryConfig, TopicPartition};
+use strait_control::store::records::produce_batch_in_txn;
+use strait_dataplane::batch::compression::Compression;
+use strait_dataplane::batch::{BatchBuilder, HeaderRewrite, RawBatch, Record};
+use strait_dataplane::io::IoBackend;
+use strait_tests::{Testbed, kafka_tool_ok, setup, unique};
+
+/// Now: records with old timestamps would be deleted by the topic's retention at once.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+fn target() -> Cluster {
+    let tb = Testbed::get();
+    Cluster::new(
+        "target",
+        vec![tb.target().to_string()],
+        setup(tb.plaintext(), IoBackend::Epoll),
+        RetryConfig::default(),
+    )
+}
+
+/// A batch as a source broker returns it: written by some other (transactional) producer at
+/// some offset, one record per value.
+fn source_batch(values: &[&str]) -> RawBatch {
+    let records: Vec<Record> = values
+        .iter()
+        .map(|v| Record::new(now_ms(), None, Some(Bytes::from(v.to_string()))))
+        .collect();
+    let bytes = BatchBuilder::new(Compression::Lz4)
+        .base_offset(5_000)
+        .producer(31, 4, 77)
+        .transactional(true)
+        .push_all(&records)
+        .and_then(|b| b.build())
+        .expect("batch builds");
+    RawBatch::new(bytes).expect("batch parses")
+}
+
+/// Forwards `values` as the fast path does, in `p`'s transaction, from sequence `seq`.
+async fn forward(c: &Cluster, p: &TxnProducer, topic: &str, seq: i32, values: &[&str]) {
+    let batch = source_batch(values);
+    let fwd = HeaderRewrite {
+        producer_id: p.producer_id,
+        producer_epoch: p.producer_epoch,
+        base_sequence: seq,
+        transactional: true,
+    }
+    .forward(&batch);
+    produce_batch_in_txn(c, p, topic, 0, &fwd.to_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("forward {values:?}: {e}"));
+}
+
+/// A progress record in `p`'s transaction, built as the control plane builds its records.
+async fn progress(c: &Cluster, p: &TxnProducer, topic: &str, seq: i32, value: &str) {
+    let bytes = BatchBuilder::new(Compression::None)
+        .producer(p.producer_id, p.producer_epoch, seq)
+        .transactional(true)
+        .push_all(&[Record::new(
+            now_ms(),
+            Some(Bytes::from_static(b"k")),
+            Some(Bytes::from(value.to_string())),
+        )])
+        .and_then(|b| b.build())
+        .expect("batch builds");
+    produce_batch_in_txn(c, p, topic, 0, &bytes)
+        .await
+        .unwrap_or_else(|e| panic!("progress {value}: {e}"));
+}
+
+/// Every value of `topic` as Kafka's console consumer reads it at `isolation`.
+fn values(topic: &str, isolation: &str, expected: usize) -> Vec<String> {
+    let out = kafka_tool_ok(
+        "kafka-console-consumer",
+        &[
+            "--bootstrap-server",
+            Testbed::get().target(),
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--isolation-level",
+            isolation,
+            "--max-messages",
+            &expected.to_string(),
+            "--timeout-ms",
+            "10000",
+        ],
+        None,
+    );
+    out.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn commit_shows_abort_hides_and_a_new_holder_fences_the_old() {
+    let data = unique("txn-data");
+    let store = unique("txn-progress");
+    let txn_id = unique("strait-eos-test");
+    strait_dataplane::io::block_on(IoBackend::Epoll, async {
+        let c = target();
+        for t in [&data, &store] {
+            c.create_topic(NewTopic::new(t, 1), 30_000).await.unwrap();
+            c.wait_for_leaders(t, 30_000).await.unwrap();
+        }
+        let both = [
+            TopicPartition::new(&data, 0),
+            TopicPartition::new(&store, 0),
+        ];
+
+        let p1 = c.init_txn_producer(&txn_id, 60_000).await.unwrap();
+        // Committed: three records and their progress.
+        c.add_partitions_to_txn(&p1, &both).await.unwrap();
+        forward(&c, &p1, &data, 0, &["a1", "a2", "a3"]).await;
+        progress(&c, &p1, &store, 0, "progress-a").await;
+        c.end_txn(&p1, TxnEnd::Commit).await.unwrap();
+        // Aborted: the sequences go on (the classic protocol keeps the epoch).
+        c.add_partitions_to_txn(&p1, &both).await.unwrap();
+        forward(&c, &p1, &data, 3, &["b1", "b2"]).await;
+        progress(&c, &p1, &store, 1, "progress-b").await;
+        c.end_txn(&p1, TxnEnd::Abort).await.unwrap();
+        // Left open, as by a holder that crashed.
+        c.add_partitions_to_txn(&p1, &both).await.unwrap();
+        forward(&c, &p1, &data, 5, &["c1"]).await;
+
+        // A new holder of the same transactional id: the open transaction is aborted and the
+        // old holder is fenced.
+        let p2 = c.init_txn_producer(&txn_id, 60_000).await.unwrap();
+        assert_eq!(p2.producer_id, p1.producer_id);
+        assert!(p2.producer_epoch > p1.producer_epoch, "{p1:?} then {p2:?}");
+        let fenced = c
+            .add_partitions_to_txn(&p1, &both)
+            .await
+            .expect_err("the old holder is fenced");
+        assert!(
+            fenced.is(ResponseError::ProducerFenced)
+                || fenced.is(ResponseError::InvalidProducerEpoch),
+            "{fenced}"
+        );
+        let text = fenced.to_string();
+        assert!(text.contains(&txn_id), "{text}");
+        let ended = c
+            .end_txn(&p1, TxnEnd::Commit)
+            .await
+            .expect_err("the old holder cannot commit");
+        assert!(
+            ended.is(ResponseError::ProducerFenced)
+                || ended.is(ResponseError::InvalidProducerEpoch),
+            "{ended}"
+        );
+        // The new holder starts its sequences at 0 with its epoch.
+        c.add_partitions_to_txn(&p2, &both).await.unwrap();
+        forward(&c, &p2, &data, 0, &["d1"]).await;
+        progress(&c, &p2, &store, 0, "progress-d").await;
+        c.end_txn(&p2, TxnEnd::Commit).await.unwrap();
+    })
+    .expect("runtime starts");
+
+    assert_eq!(values(&data, "read_committed", 4), ["a1", "a2", "a3", "d1"]);
+    assert_eq!(
+        values(&store, "read_committed", 2),
+        ["progress-a", "progress-d"]
+    );
+    // The aborted records are in the log; only read_committed hides them.
+    assert_eq!(
+        values(&data, "read_uncommitted", 7),
+        ["a1", "a2", "a3", "b1", "b2", "c1", "d1"]
+    );
+}
