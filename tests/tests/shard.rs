@@ -99,6 +99,7 @@ fn start_one_partition_shard(
             max_message_bytes: 1_048_588,
             fetch: FetchSettings::default(),
             produce: ProduceSettings::default(),
+            transactional: None,
         })))
         .unwrap();
     (shard, ev_rx, key)

@@ -318,6 +318,7 @@ mod tests {
                 max_message_bytes: 1_000,
                 fetch: FetchSettings::default(),
                 produce: ProduceSettings::default(),
+                transactional: None,
             },
             key,
             topic_id: [1; 16],

@@ -76,6 +76,16 @@ pub(super) async fn apply_event(
             mappings,
             ..
         } => apply_revoked(&key, next_offset, &mappings, flows, parts),
+        // Exactly-once's commit cycle is not driven yet (control sends no Seal); what a
+        // sealed partition reports is its progress, taken as a report's.
+        ShardEvent::Sealed {
+            shard,
+            progress,
+            mappings,
+        } => {
+            let key = progress.key.clone();
+            apply_report(shard, vec![*progress], &[(key, mappings)], flows, parts);
+        }
         ShardEvent::Stopped { .. } => {}
     }
 }

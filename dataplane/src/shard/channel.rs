@@ -8,6 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::partition::ProducerIdentity;
 use crate::wire::ConnConfig;
 
 /// Index of a flow (`source->target`) in the control plane's flow list.
@@ -275,6 +276,17 @@ pub struct Assignment {
     pub max_message_bytes: usize,
     pub fetch: FetchSettings,
     pub produce: ProduceSettings,
+    /// Exactly-once forwarding: the partition's transactional producer, with a transaction
+    /// open that already holds the remote partition. `None`: the shard's idempotent producer.
+    pub transactional: Option<Transactional>,
+}
+
+/// The transactional producer of one partition (exactly-once forwarding). Control got it with
+/// InitProducerId, which fenced any earlier holder of the id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transactional {
+    pub transactional_id: Arc<str>,
+    pub producer: ProducerIdentity,
 }
 
 /// Control → shard.
@@ -306,6 +318,13 @@ pub enum ShardCommand {
     Lease {
         produce_until: Instant,
     },
+    /// Exactly-once: a commit of the partition's transaction starts. Nothing new is sent;
+    /// once every batch sent is acknowledged the shard answers [`ShardEvent::Sealed`].
+    /// Fetching goes on.
+    Seal(PartitionKey),
+    /// Exactly-once: the commit is done and the next transaction holds the remote partition;
+    /// sending goes on.
+    Unseal(PartitionKey),
     /// Finish in-flight work, report final progress and stop.
     Shutdown,
 }
@@ -514,6 +533,9 @@ pub enum FailureKind {
     TargetRejected,
     /// Retriable errors persisted past `delivery.timeout.ms`.
     DeliveryTimeout,
+    /// Exactly-once: another holder of the partition's transactional id fenced this one (its
+    /// InitProducerId bumped the epoch). The partition is someone else's now.
+    Fenced,
     Other,
 }
 
@@ -541,6 +563,13 @@ pub enum ShardEvent {
         shard: usize,
         key: PartitionKey,
         next_offset: i64,
+        mappings: Vec<MappingSegment>,
+    },
+    /// Exactly-once: a sealed partition has nothing unanswered; `progress` and `mappings`
+    /// are exactly what its open transaction holds.
+    Sealed {
+        shard: usize,
+        progress: Box<PartitionProgress>,
         mappings: Vec<MappingSegment>,
     },
     /// The shard stopped (after `Shutdown`, or on a fatal error of its own).

@@ -352,7 +352,7 @@ impl Driver {
                 encode_produce_body(
                     fb,
                     version,
-                    None,
+                    plan.transactional_id.as_deref(),
                     plan.acks.wire(),
                     plan.timeout_ms,
                     &plan.topics,

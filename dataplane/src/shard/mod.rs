@@ -27,7 +27,7 @@ pub mod timing;
 pub use channel::{
     Acks, Assignment, BackoffSettings, ClusterEndpoint, FailureKind, FetchSettings, FlowId,
     IsolationLevel, MappingSegment, PartitionKey, PartitionProgress, PathCounts, ProduceSettings,
-    ShardCommand, ShardConfig, ShardEvent, ShardStats, Stall, StallReason,
+    ShardCommand, ShardConfig, ShardEvent, ShardStats, Stall, StallReason, Transactional,
 };
 pub use driver::{ShardHandle, spawn_shard};
 pub use timing::{FlowTimings, LatencyHistogram, WallClock};

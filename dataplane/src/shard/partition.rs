@@ -30,7 +30,7 @@ use kafka_protocol::ResponseError;
 use super::backoff::{Backoff, Jitter};
 use super::channel::{
     FailureKind, FetchSettings, IsolationLevel, MappingSegment, PartitionKey, PartitionProgress,
-    PathCounts, ProduceSettings, ShardStats, Stall, StallReason,
+    PathCounts, ProduceSettings, ShardStats, Stall, StallReason, Transactional,
 };
 use super::fetch_size::FetchSize;
 use super::timing::{WallClock, batch_timestamp, timings_of};
@@ -248,6 +248,12 @@ pub struct Partition {
     queued_bytes: usize,
     next_seq: i32,
     producer: Option<ProducerIdentity>,
+    /// Exactly-once forwarding: this partition's own transactional producer's id (its
+    /// `producer` is that producer, never the shard's idempotent one), and every batch it
+    /// sends belongs to that producer's open transaction.
+    transactional_id: Option<Arc<str>>,
+    /// A commit is under way ([`Partition::seal`]): no new batch goes on the wire.
+    sealed: bool,
     /// Whether the target has acknowledged a batch of the current producer on this partition.
     /// Until then only one batch may be in flight: a broker that does not know our producer
     /// accepts *any* sequence number, so a later batch could land before a refused first one
@@ -310,6 +316,8 @@ impl Partition {
             queued_bytes: 0,
             next_seq: 0,
             producer: None,
+            transactional_id: None,
+            sealed: false,
             established: false,
             retry_at: None,
             retry_backoff: Backoff::new(produce.backoff.retry_ms, produce.backoff.retry_max_ms),
@@ -708,6 +716,11 @@ impl Partition {
             ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => {
                 FailureKind::RecordTooLarge
             }
+            ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch
+                if self.transactional_id.is_some() =>
+            {
+                FailureKind::Fenced
+            }
             _ => FailureKind::TargetRejected,
         };
         let msg = format!(
@@ -892,16 +905,55 @@ impl Partition {
     }
 
     /// Sets this shard's producer id and epoch for the target cluster. A new producer restarts
-    /// sequence numbers at 0 (only before anything was sent with the old one).
+    /// sequence numbers at 0 (only before anything was sent with the old one). A transactional
+    /// partition keeps its own producer.
     pub fn set_producer(&mut self, producer: ProducerIdentity) {
-        if self.producer != Some(producer) {
+        if self.transactional_id.is_none() && self.producer != Some(producer) {
             self.restart_sequence(Some(producer));
         }
     }
 
-    /// Forgets the producer (a new one is to be fetched), only while nothing is numbered.
+    /// Forgets the producer (a new one is to be fetched), only while nothing is numbered. A
+    /// transactional partition keeps its own: only control, which fences, can replace it.
     pub fn clear_producer(&mut self) {
-        self.restart_sequence(None);
+        if self.transactional_id.is_none() {
+            self.restart_sequence(None);
+        }
+    }
+
+    /// Exactly-once forwarding: from now on the partition writes with `txn`'s producer,
+    /// sequences from 0, inside that producer's open transaction. Only before anything was
+    /// sent (at assignment).
+    pub fn set_transactional(&mut self, txn: &Transactional) {
+        assert!(
+            self.window.is_empty(),
+            "{}: a transactional producer is set before anything is numbered",
+            self.key
+        );
+        self.transactional_id = Some(txn.transactional_id.clone());
+        self.restart_sequence(Some(txn.producer));
+    }
+
+    /// The transactional id every Produce request of this partition carries, if any.
+    pub fn transactional_id(&self) -> Option<&Arc<str>> {
+        self.transactional_id.as_ref()
+    }
+
+    /// A commit starts: nothing new goes on the wire (a failed batch is still resent: the
+    /// transaction needs it); fetching goes on.
+    pub fn seal(&mut self) {
+        self.sealed = true;
+    }
+
+    /// The commit is done and the next transaction is open: sending goes on.
+    pub fn unseal(&mut self) {
+        self.sealed = false;
+    }
+
+    /// Sealed, running, and every batch sent is acknowledged: the progress now is exactly what
+    /// the open transaction holds.
+    pub fn is_sealed_and_settled(&self) -> bool {
+        self.sealed && !matches!(self.status, Status::Failed(_)) && self.window.is_empty()
     }
 
     /// A new producer (or none yet) starts its sequence at 0, only while nothing is numbered.
@@ -1001,7 +1053,8 @@ impl Partition {
         if unsettled >= limit {
             return None;
         }
-        (self.status != Status::Draining && !self.queue.is_empty()).then_some(Target::Queue)
+        (self.status != Status::Draining && !self.sealed && !self.queue.is_empty())
+            .then_some(Target::Queue)
     }
 
     /// The next batch to send, with its header rewritten for this shard's producer. Returns the
@@ -1042,7 +1095,7 @@ impl Partition {
             producer_id: pid,
             producer_epoch: epoch,
             base_sequence: seq,
-            transactional: false,
+            transactional: self.transactional_id.is_some(),
         }
         .apply(&o.batch);
         let payload = o.batch.payload();
@@ -1736,6 +1789,80 @@ mod tests {
         );
         assert_eq!(p.queued_bytes(), 0);
         assert_eq!(budget.get(), 0, "frame memory released once acknowledged");
+    }
+
+    /// Exactly-once: the partition's own producer and the transactional bit on every batch;
+    /// sealed, nothing new goes out and it is settled once the batch on the wire is answered;
+    /// a fenced producer stops the partition as `Fenced`.
+    #[test]
+    fn a_transactional_partition_writes_its_own_producer_and_seals() {
+        let mut p = Partition::new(
+            PartitionKey::new(0, "src", 0),
+            Arc::from("A.src"),
+            0,
+            1_048_588,
+            FetchSettings::default(),
+            ProduceSettings {
+                batch_bytes: 0,
+                ..ProduceSettings::default()
+            },
+        );
+        p.needs_source_leader = false;
+        p.needs_target_leader = false;
+        p.set_transactional(&Transactional {
+            transactional_id: Arc::from("strait-eos:A->B:src:0"),
+            producer: ProducerIdentity { id: 40, epoch: 3 },
+        });
+        // The shard's idempotent producer does not replace it.
+        p.set_producer(ProducerIdentity { id: 7, epoch: 0 });
+        p.clear_producer();
+        let mut st = ShardStats::default();
+        let (_budget, t) = ticket();
+        let rs = set(&[
+            batch(0, 3, Compression::None),
+            batch(3, 2, Compression::None),
+        ]);
+        p.fetch_started();
+        p.handle_fetch(fetched(rs, 5), &t, now0(), &mut st).unwrap();
+        let now = Instant::now();
+        let (s0, b0) = p.poll_send(now, &mut st).unwrap();
+        let mut whole = b0.head.to_vec();
+        whole.extend_from_slice(&b0.payload);
+        let rb = RawBatch::new(Bytes::from(whole)).unwrap();
+        assert_eq!(
+            (rb.producer_id(), rb.producer_epoch(), rb.base_sequence()),
+            (40, 3, 0)
+        );
+        assert!(rb.is_transactional());
+        rb.verify_crc().unwrap();
+
+        p.seal();
+        assert!(!p.can_send(now), "sealed: the second batch waits");
+        assert!(!p.is_sealed_and_settled(), "the first batch is unanswered");
+        p.handle_produced(
+            s0,
+            ProduceOutcome::Appended { base_offset: 0 },
+            now,
+            &mut st,
+        )
+        .unwrap();
+        assert!(p.is_sealed_and_settled());
+        assert_eq!(p.progress().next_offset, 3);
+        p.unseal();
+        let (s1, _) = p.poll_send(now, &mut st).unwrap();
+        assert_eq!(s1, 3);
+        let fenced = p
+            .handle_produced(
+                s1,
+                ProduceOutcome::Error {
+                    code: ResponseError::ProducerFenced.code(),
+                    message: None,
+                },
+                now,
+                &mut st,
+            )
+            .unwrap_err();
+        assert_eq!(fenced.kind, FailureKind::Fenced);
     }
 
     /// The target answers CORRUPT_MESSAGE: retried when our bytes are sound (the fault was on

@@ -129,6 +129,8 @@ pub(crate) struct Owned {
     pub(crate) revoking: bool,
     /// A failure waiting for room in the event queue.
     unreported_failure: bool,
+    /// Exactly-once: sealed for a commit, [`ShardEvent::Sealed`] not yet sent.
+    sealing: bool,
 }
 
 /// The shard's state machine.
@@ -351,6 +353,18 @@ impl ShardCore {
                 }
                 self.produce_until = Some(produce_until);
             }
+            ShardCommand::Seal(key) => {
+                if let Some(o) = self.parts.get_mut(&key) {
+                    o.p.seal();
+                    o.sealing = true;
+                }
+            }
+            ShardCommand::Unseal(key) => {
+                if let Some(o) = self.parts.get_mut(&key) {
+                    o.p.unseal();
+                    o.sealing = false;
+                }
+            }
             ShardCommand::Shutdown => {
                 self.shutdown_since = Some(now);
                 for o in self.parts.values_mut() {
@@ -383,7 +397,10 @@ impl ShardCore {
         if let Some(w) = self.wall {
             p.set_wall_clock(w);
         }
-        if let Some(produce::ProducerIdState::Ready(producer)) = self.producers.get(&target) {
+        if let Some(txn) = &a.transactional {
+            p.set_transactional(txn);
+        } else if let Some(produce::ProducerIdState::Ready(producer)) = self.producers.get(&target)
+        {
             p.set_producer(*producer);
             let tp = TargetPartition {
                 cluster: target,
@@ -406,12 +423,17 @@ impl ShardCore {
                 target_leader: None,
                 revoking: false,
                 unreported_failure: false,
+                sealing: false,
             },
         );
     }
 
+    /// Remembers where the shard's idempotent producer stands on the partition's target
+    /// partition (a transactional partition's producer is its own and ends with it).
     fn keep_sequence(&mut self, o: &Owned) {
-        if let Some(state) = o.p.sequence_state() {
+        if o.p.transactional_id().is_none()
+            && let Some(state) = o.p.sequence_state()
+        {
             let tp = TargetPartition {
                 cluster: o.target,
                 topic: o.p.target_topic.clone(),
@@ -439,6 +461,7 @@ impl ShardCore {
         self.check_delivery_timeouts(now);
         self.report_failures();
         self.finish_revocations(now);
+        self.finish_seals();
         if now >= self.next_report {
             self.next_report = now + Duration::from_millis(self.cfg.report_interval_ms);
             self.report = Some(self.build_report());
@@ -562,6 +585,26 @@ impl ShardCore {
                 key,
             };
             self.outbox.push_back(ev);
+        }
+    }
+
+    /// Reports sealed partitions whose every sent batch is acknowledged (while the event
+    /// queue has room).
+    fn finish_seals(&mut self) {
+        let shard = self.cfg.index;
+        let cap = self.cfg.max_pending_events.max(1);
+        for o in self.parts.values_mut() {
+            if self.outbox.len() >= cap {
+                return;
+            }
+            if o.sealing && !o.revoking && o.p.is_sealed_and_settled() {
+                o.sealing = false;
+                self.outbox.push_back(ShardEvent::Sealed {
+                    shard,
+                    progress: Box::new(o.p.progress()),
+                    mappings: o.p.take_mappings(),
+                });
+            }
         }
     }
 

@@ -20,6 +20,8 @@ use crate::wire::produce::TopicBatches;
 /// A Produce request for the driver to encode at the connection's version.
 #[derive(Debug, Clone)]
 pub struct ProduceRequestPlan {
+    /// Exactly-once: the transactional id of the one partition in the request.
+    pub transactional_id: Option<Arc<str>>,
     pub acks: Acks,
     pub timeout_ms: i32,
     pub topics: Vec<TopicBatches>,
@@ -243,15 +245,19 @@ impl ShardCore {
         if self.lease_ended(now) {
             return;
         }
-        let mut groups: BTreeMap<(BrokerId, FlowId), Vec<PartitionKey>> = BTreeMap::new();
+        // A request carries one transactional id: a transactional partition (exactly-once)
+        // is a group of its own.
+        type Group = (BrokerId, FlowId, Option<Arc<str>>);
+        let mut groups: BTreeMap<Group, Vec<PartitionKey>> = BTreeMap::new();
         for (k, o) in &self.parts {
             if let Some(b) = o.target_leader
                 && o.p.can_send(now)
             {
-                groups.entry((b, k.flow)).or_default().push(k.clone());
+                let txn = o.p.transactional_id().cloned();
+                groups.entry((b, k.flow, txn)).or_default().push(k.clone());
             }
         }
-        for ((broker, flow), keys) in groups {
+        for ((broker, flow, transactional_id), keys) in groups {
             // One batch per partition per request (a protocol rule), so keep building requests
             // while partitions have batches to send: that is what fills each partition's
             // in-flight window within one turn of the loop.
@@ -270,7 +276,14 @@ impl ShardCore {
                 let Some(generation) = self.ready_conn(broker, now) else {
                     break;
                 };
-                if !self.start_produce(broker, flow, generation, &keys, now) {
+                if !self.start_produce(
+                    broker,
+                    flow,
+                    transactional_id.clone(),
+                    generation,
+                    &keys,
+                    now,
+                ) {
                     break;
                 }
             }
@@ -282,6 +295,7 @@ impl ShardCore {
         &mut self,
         broker: BrokerId,
         flow: FlowId,
+        transactional_id: Option<Arc<str>>,
         generation: u32,
         keys: &[PartitionKey],
         now: Instant,
@@ -361,6 +375,7 @@ impl ShardCore {
             id,
             broker,
             request: ProduceRequestPlan {
+                transactional_id,
                 acks,
                 timeout_ms,
                 topics,

@@ -108,6 +108,8 @@ fn thousands_of_seeded_fault_schedules_lose_reorder_and_duplicate_nothing() {
     );
     // Partitions behind grow their fetch size (within the bound checked at every fetch).
     assert!(stats.grown_asks > 0, "{stats}");
+    // The transactional partition went through commit cycles.
+    assert!(stats.commits > seeds, "{stats}");
 }
 
 #[test]

@@ -17,7 +17,7 @@ use crate::io::IoBackend;
 use crate::shard::backoff::Jitter;
 use crate::shard::channel::{
     Acks, Assignment, ClusterEndpoint, FetchSettings, IsolationLevel, PartitionKey,
-    PartitionProgress, ProduceSettings, ShardCommand, ShardConfig, ShardEvent,
+    PartitionProgress, ProduceSettings, ShardCommand, ShardConfig, ShardEvent, Transactional,
 };
 use crate::shard::core::{
     Action, BrokerId, ConnInfo, FetchedFrame, Leader, Leaders, ProduceRequestPlan, ProducerIdError,
@@ -27,6 +27,11 @@ use crate::shard::partition::ProducerIdentity;
 use crate::wire::{ConnConfig, WireError};
 
 const PARTITIONS: usize = 3;
+/// The partition forwarded exactly-once (its own transactional producer, sealed for commits
+/// at random times); the others use the shard's idempotent producer.
+const TXN_PARTITION: usize = PARTITIONS - 1;
+/// The transactional producer's id (the shard's idempotent ids count up from 1 001).
+const TXN_PID: i64 = 9_000;
 /// Batches in each source log; they become visible over time (a producer writing).
 const BATCHES: usize = 40;
 const TOPIC: &str = "t";
@@ -121,6 +126,7 @@ fn source_logs() -> &'static [SourceLog] {
 /// What the idempotent target remembers of one producer on one partition.
 #[derive(Default)]
 struct ProducerEntry {
+    epoch: i16,
     last_seq: i32,
     /// `(first seq, last seq, base offset)` of its last 5 batches.
     retained: VecDeque<(i32, i32, i64)>,
@@ -203,6 +209,8 @@ pub struct Outcome {
     timeouts: u64,
     /// Partitions fetched with more than the configured size (their ask grew).
     grown_asks: u64,
+    /// Exactly-once commit cycles of the transactional partition (sealed, settled, unsealed).
+    commits: u64,
 }
 
 /// Totals over seeds, to show the schedules exercise what they claim.
@@ -216,6 +224,7 @@ pub struct Totals {
     pub reconnects: u64,
     pub timeouts: u64,
     pub grown_asks: u64,
+    pub commits: u64,
 }
 
 impl Totals {
@@ -228,6 +237,7 @@ impl Totals {
         self.reconnects += o.reconnects;
         self.timeouts += o.timeouts;
         self.grown_asks += o.grown_asks;
+        self.commits += o.commits;
     }
 
     pub fn add(&mut self, o: &Outcome) {
@@ -239,6 +249,7 @@ impl Totals {
         self.reconnects += o.reconnects;
         self.timeouts += o.timeouts;
         self.grown_asks += o.grown_asks;
+        self.commits += o.commits;
     }
 }
 
@@ -246,7 +257,7 @@ impl fmt::Display for Totals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} faults, {} reassignments, {} lapses, {} stalled reports, {} produce retries, {} reconnects, {} request timeouts, {} grown fetch asks",
+            "{} faults, {} reassignments, {} lapses, {} stalled reports, {} produce retries, {} reconnects, {} request timeouts, {} grown fetch asks, {} commits",
             self.faults,
             self.reassignments,
             self.lapses,
@@ -254,9 +265,21 @@ impl fmt::Display for Totals {
             self.produce_retries,
             self.reconnects,
             self.timeouts,
-            self.grown_asks
+            self.grown_asks,
+            self.commits
         )
     }
+}
+
+/// Where the transactional partition's commit cycle stands, as control would drive it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TxnView {
+    /// Sending into the open transaction.
+    Open,
+    /// Seal sent; waiting for Sealed.
+    Sealing,
+    /// Sealed reported; the commit takes until then (nothing may be sent meanwhile).
+    Committing { until: Instant },
 }
 
 pub struct World {
@@ -282,6 +305,10 @@ pub struct World {
     /// time once every partition has been revoked and assigned again.
     lapsed_until: Option<Instant>,
     next_pid: i64,
+    /// The transactional partition's producer epoch: each assignment gets the next, as
+    /// control's InitProducerId (which fences the previous holder) gives.
+    txn_epoch: i16,
+    txn: TxnView,
     trace: VecDeque<String>,
     /// Whether to keep the trace: off for the bulk run (a failing seed runs again with it).
     tracing: bool,
@@ -345,6 +372,8 @@ impl World {
             refuse_next_report: false,
             lapsed_until: None,
             next_pid: 1_000,
+            txn_epoch: 0,
+            txn: TxnView::Open,
             trace: VecDeque::new(),
             tracing,
             out: Outcome::default(),
@@ -381,7 +410,18 @@ impl World {
                 delivery_timeout_ms: 60_000,
                 ..ProduceSettings::default()
             },
+            transactional: (p == TXN_PARTITION).then(|| Transactional {
+                transactional_id: Arc::from(format!("strait-eos:src->tgt:{TOPIC}:{p}")),
+                producer: ProducerIdentity {
+                    id: TXN_PID,
+                    epoch: self.txn_epoch,
+                },
+            }),
         };
+        if p == TXN_PARTITION {
+            self.txn_epoch += 1;
+            self.txn = TxnView::Open;
+        }
         self.core
             .handle_command(ShardCommand::Assign(Box::new(a)), self.now);
     }
@@ -466,9 +506,33 @@ impl World {
         out
     }
 
+    /// Control's side of the commit cycle: seal at random times, unseal once the commit took
+    /// its time. A revoked partition's cycle ends with it (its next assignment starts open).
+    fn commit_cycle(&mut self) {
+        let p = TXN_PARTITION;
+        let seal_now = self.chance(40);
+        match self.txn {
+            TxnView::Open if !self.views[p].revoking && seal_now => {
+                self.txn = TxnView::Sealing;
+                self.core
+                    .handle_command(ShardCommand::Seal(Self::key(p)), self.now);
+                self.log(|| format!("seal p{p}"));
+            }
+            TxnView::Committing { until } if self.now >= until => {
+                self.txn = TxnView::Open;
+                self.out.commits += 1;
+                self.core
+                    .handle_command(ShardCommand::Unseal(Self::key(p)), self.now);
+                self.log(|| format!("unseal p{p}"));
+            }
+            _ => {}
+        }
+    }
+
     fn step(&mut self, faults: bool) {
         self.perform();
         self.events();
+        self.commit_cycle();
         self.check_memory();
         let roll = self.pick(20);
         match roll {
@@ -508,6 +572,7 @@ impl World {
             self.out.steps += 1;
             self.perform();
             self.events();
+            self.commit_cycle();
             self.check_memory();
             while !self.conns.values().all(|c| c.wire.is_empty()) {
                 self.process_one();
@@ -968,10 +1033,12 @@ impl World {
 
     fn produce(&mut self, b: usize, plan: &ProduceRequestPlan) -> ProduceResponse {
         let mut topics = Vec::new();
+        let in_request: usize = plan.topics.iter().map(|t| t.partitions.len()).sum();
         for t in &plan.topics {
             let mut parts = Vec::new();
             for pb in &t.partitions {
                 let p = pb.partition as usize;
+                self.check_transactional(p, plan, in_request, &pb.head);
                 let (code, base) = self.append(b, p, &pb.head, &pb.payload);
                 let seq = i32::from_be_bytes([pb.head[53], pb.head[54], pb.head[55], pb.head[56]]);
                 let addr = &self.brokers[b].addr;
@@ -991,6 +1058,64 @@ impl World {
             );
         }
         ProduceResponse::default().with_responses(topics)
+    }
+
+    /// A Produce request of the transactional partition carries its transactional id and only
+    /// that partition, its batches the transactional bit, and none arrives while a commit
+    /// waits; the other partitions' requests carry no transactional id.
+    fn check_transactional(&mut self, p: usize, plan: &ProduceRequestPlan, n: usize, head: &[u8]) {
+        // The attributes are bytes 21..23 of the header; 0x10 is the transactional bit.
+        let transactional = i16::from_be_bytes([head[21], head[22]]) & 0x10 != 0;
+        if p == TXN_PARTITION {
+            let want = format!("strait-eos:src->tgt:{TOPIC}:{p}");
+            if plan.transactional_id.as_deref() != Some(want.as_str()) || n != 1 || !transactional {
+                self.fail(format!(
+                    "p{p}: a transactional batch came as {:?} in a request of {n} partitions (transactional bit {transactional})",
+                    plan.transactional_id
+                ));
+            }
+            if let TxnView::Committing { .. } = self.txn {
+                self.fail(format!(
+                    "p{p}: a batch was sent after Sealed, before Unseal"
+                ));
+            }
+        } else if plan.transactional_id.is_some() || transactional {
+            self.fail(format!(
+                "p{p}: a batch of the idempotent producer came transactional ({:?})",
+                plan.transactional_id
+            ));
+        }
+    }
+
+    /// Kafka's producer-state checks of a batch `first..=last` from `pid` at `epoch`: the
+    /// answer when it is not appended (a duplicate, or out of order, or a stale epoch).
+    fn idempotence_check(
+        &mut self,
+        p: usize,
+        pid: i64,
+        epoch: i16,
+        first: i32,
+        last: i32,
+    ) -> Option<(i16, i64)> {
+        let dup_code = if self.chance(2) { 0 } else { 46 };
+        let e = self.tgt[p].producers.get(&pid)?;
+        if epoch < e.epoch {
+            return Some((47, -1)); // INVALID_PRODUCER_EPOCH
+        }
+        if epoch > e.epoch {
+            // A new epoch (a new holder of a transactional id) starts at sequence 0.
+            return (first != 0).then_some((45, -1)); // OUT_OF_ORDER_SEQUENCE_NUMBER
+        }
+        if let Some(&(_, _, base)) = e
+            .retained
+            .iter()
+            .find(|(f, l, _)| (*f, *l) == (first, last))
+        {
+            // A duplicate of a batch it has: the original offset (or, older brokers,
+            // DUPLICATE_SEQUENCE_NUMBER).
+            return Some((dup_code, if dup_code == 0 { base } else { -1 }));
+        }
+        (first != e.last_seq.wrapping_add(1)).then_some((45, -1)) // OUT_OF_ORDER_SEQUENCE_NUMBER
     }
 
     /// The target leader's append with Kafka's idempotence checks. Returns (error, base offset).
@@ -1018,24 +1143,16 @@ impl World {
                 return (2, -1);
             }
         };
-        let (pid, first) = (batch.producer_id(), batch.base_sequence());
+        let (pid, epoch, first) = (
+            batch.producer_id(),
+            batch.producer_epoch(),
+            batch.base_sequence(),
+        );
         let last = first + batch.last_offset_delta();
-        let dup_code = if self.chance(2) { 0 } else { 46 };
-        let part = &mut self.tgt[p];
-        if let Some(e) = part.producers.get(&pid) {
-            if let Some(&(_, _, base)) = e
-                .retained
-                .iter()
-                .find(|(f, l, _)| (*f, *l) == (first, last))
-            {
-                // A duplicate of a batch it has: the original offset (or, older brokers,
-                // DUPLICATE_SEQUENCE_NUMBER).
-                return (dup_code, if dup_code == 0 { base } else { -1 });
-            }
-            if first != e.last_seq.wrapping_add(1) {
-                return (45, -1); // OUT_OF_ORDER_SEQUENCE_NUMBER
-            }
+        if let Some(answer) = self.idempotence_check(p, pid, epoch, first, last) {
+            return answer;
         }
+        let part = &mut self.tgt[p];
         // A producer the partition does not know may start at any sequence number.
         let offsets: Vec<i64> = match source_logs()[p].offsets_of(payload) {
             Some((from, to)) => (from..to).collect(),
@@ -1065,6 +1182,10 @@ impl World {
             }
         }
         let e = self.tgt[p].producers.entry(pid).or_default();
+        if e.epoch != epoch {
+            e.epoch = epoch;
+            e.retained.clear();
+        }
         e.last_seq = last;
         e.retained.push_back((first, last, base));
         if e.retained.len() > 5 {
@@ -1318,6 +1439,27 @@ impl World {
                     self.out.reassignments += 1;
                     self.log(|| format!("revoked p{p} at {next_offset}; assigned again"));
                     self.assign(p, next_offset);
+                }
+                ShardEvent::Sealed {
+                    progress, mappings, ..
+                } => {
+                    let p = progress.key.partition as usize;
+                    self.check_mappings(p, &mappings);
+                    self.check_progress(&progress);
+                    // Everything sent is acknowledged: the target holds exactly the records
+                    // below the progress (source offsets equal target offsets here).
+                    let held = self.tgt[p].log.len() as i64;
+                    if p != TXN_PARTITION || self.txn != TxnView::Sealing {
+                        self.fail(format!("p{p} reported Sealed unasked ({:?})", self.txn));
+                    } else if progress.next_offset != held {
+                        self.fail(format!(
+                            "p{p} sealed at {}, but the target holds {held}",
+                            progress.next_offset
+                        ));
+                    }
+                    let until = self.now + self.between_ms(1, 40);
+                    self.txn = TxnView::Committing { until };
+                    self.log(|| format!("p{p} sealed at {held}; committing"));
                 }
                 ShardEvent::Stopped { .. } => self.fail("the shard stopped".to_string()),
             }
