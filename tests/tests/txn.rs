@@ -5,9 +5,11 @@
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
+use std::time::Duration;
 use strait_control::cluster::txn::{TxnEnd, TxnProducer};
-use strait_control::cluster::{Cluster, NewTopic, RetryConfig, TopicPartition};
-use strait_control::store::records::produce_batch_in_txn;
+
+use strait_control::cluster::{Cluster, IsolationLevel, NewTopic, RetryConfig, TopicPartition};
+use strait_control::store::records::{self, produce_batch_in_txn};
 use strait_dataplane::batch::compression::Compression;
 use strait_dataplane::batch::{BatchBuilder, HeaderRewrite, RawBatch, Record};
 use strait_dataplane::io::IoBackend;
@@ -176,4 +178,73 @@ fn commit_shows_abort_hides_and_a_new_holder_fences_the_old() {
         values(&data, "read_uncommitted", 7),
         ["a1", "a2", "a3", "b1", "b2", "c1", "d1"]
     );
+}
+
+/// A plain read_committed read stops at the first open transaction, hiding the committed
+/// records after it; the read exactly-once's start uses waits until the transactions open when
+/// it began have ended, and says so when one stays open.
+#[test]
+fn a_committed_read_waits_for_the_transactions_open_when_it_began() {
+    let store = unique("txn-store");
+    strait_dataplane::io::block_on(IoBackend::Epoll, async {
+        let c = target();
+        c.create_topic(NewTopic::new(&store, 1), 30_000)
+            .await
+            .unwrap();
+        c.wait_for_leaders(&store, 30_000).await.unwrap();
+        let tp = [TopicPartition::new(&store, 0)];
+        // Another partition's transaction, open, then a record written outside any.
+        let other = c
+            .init_txn_producer(&unique("strait-eos-other"), 60_000)
+            .await
+            .unwrap();
+        c.add_partitions_to_txn(&other, &tp).await.unwrap();
+        progress(&c, &other, &store, 0, "in-open-transaction").await;
+        let plain = Record::new(now_ms(), None, Some(Bytes::from_static(b"after-it")));
+        records::produce(&c, &store, 0, &[plain]).await.unwrap();
+
+        let mut seen = Vec::new();
+        records::read_to_end(&c, &store, 0, IsolationLevel::ReadCommitted, |r| {
+            seen.push(r.value)
+        })
+        .await
+        .unwrap();
+        assert!(
+            seen.is_empty(),
+            "a plain read stops at the open transaction: {seen:?}"
+        );
+
+        let still_open = records::read_committed_past_open_transactions(
+            &c,
+            &store,
+            0,
+            Duration::from_millis(300),
+            |_| {},
+        )
+        .await
+        .expect_err("the transaction stays open");
+        assert!(
+            still_open
+                .to_string()
+                .contains("last stable offset stayed at 0"),
+            "{still_open}"
+        );
+
+        let mut values: Vec<String> = Vec::new();
+        let read = records::read_committed_past_open_transactions(
+            &c,
+            &store,
+            0,
+            Duration::from_secs(20),
+            |r| values.push(String::from_utf8_lossy(&r.value.unwrap_or_default()).into_owned()),
+        );
+        let commit = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            c.end_txn(&other, TxnEnd::Commit).await.unwrap();
+        };
+        let (end, ()) = tokio::join!(read, commit);
+        assert_eq!(end.unwrap(), 2);
+        assert_eq!(values, ["in-open-transaction", "after-it"]);
+    })
+    .expect("runtime starts");
 }

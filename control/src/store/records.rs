@@ -192,6 +192,83 @@ pub async fn read_to_end(
     Ok(end)
 }
 
+/// Reads `topic`-`partition` under read_committed up to the high watermark it has when the
+/// read begins, waiting (at most `wait`) until no transaction that was open then is still open:
+/// the last stable offset must reach that high watermark first. A plain read_committed read
+/// stops at the last stable offset, so one open transaction would hide every record written
+/// after it, committed or not: exactly-once's start of a partition reads its progress this way,
+/// after fencing the partition's own transaction. Returns the end read to.
+pub async fn read_committed_past_open_transactions(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    wait: std::time::Duration,
+    each: impl FnMut(StoredRecord),
+) -> Result<i64, ClusterError> {
+    let tp = TopicPartition::new(topic, partition);
+    let end_at = |isolation| async move {
+        let tp = TopicPartition::new(topic, partition);
+        let ends = cluster
+            .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Latest, isolation)
+            .await;
+        ends.into_values().next().unwrap_or_else(|| {
+            Err(ClusterError::UnknownTopicOrPartition {
+                context: Box::new(
+                    Context::new(cluster.alias(), "ListOffsets")
+                        .topic(topic)
+                        .partition(partition),
+                ),
+            })
+        })
+    };
+    let high_watermark = end_at(IsolationLevel::ReadUncommitted).await?;
+    let started = std::time::Instant::now();
+    loop {
+        let stable = end_at(IsolationLevel::ReadCommitted).await?;
+        if stable >= high_watermark {
+            break;
+        }
+        if started.elapsed() >= wait {
+            return Err(ClusterError::Invalid {
+                context: Box::new(
+                    Context::new(cluster.alias(), "ListOffsets")
+                        .topic(topic)
+                        .partition(partition),
+                ),
+                message: format!(
+                    "the last stable offset stayed at {stable}, below the high watermark \
+                     {high_watermark}, for {} ms: a transaction on the partition is still open \
+                     (its coordinator aborts it after its transaction.timeout.ms)",
+                    wait.as_millis()
+                ),
+            });
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let starts = cluster
+        .list_offsets(
+            std::slice::from_ref(&tp),
+            OffsetSpec::Earliest,
+            IsolationLevel::ReadCommitted,
+        )
+        .await;
+    let start = starts.into_values().next().transpose()?.unwrap_or(0);
+    let mut each = each;
+    read_range(
+        cluster,
+        &tp,
+        start,
+        high_watermark,
+        IsolationLevel::ReadCommitted,
+        |r| {
+            each(r);
+            true
+        },
+    )
+    .await?;
+    Ok(high_watermark)
+}
+
 /// Reads records of `tp` with offsets in `from..end`, in order, skipping control batches and,
 /// under read_committed, aborted transactions (what a consumer, and the data plane, would see).
 /// `each` returns false to stop early. Returns the offset after the last record delivered, or
