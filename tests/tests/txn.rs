@@ -9,6 +9,8 @@ use std::time::Duration;
 use strait_control::cluster::txn::{TxnEnd, TxnProducer};
 
 use strait_control::cluster::{Cluster, IsolationLevel, NewTopic, RetryConfig, TopicPartition};
+use strait_control::offsets::mapping::{DEFAULT_MAX_SEGMENTS, OffsetMapping};
+use strait_control::store::progress::{Entry, ProgressStore, read_stored};
 use strait_control::store::records::{self, produce_batch_in_txn};
 use strait_dataplane::batch::compression::Compression;
 use strait_dataplane::batch::{BatchBuilder, HeaderRewrite, RawBatch, Record};
@@ -245,6 +247,72 @@ fn a_committed_read_waits_for_the_transactions_open_when_it_began() {
         let (end, ()) = tokio::join!(read, commit);
         assert_eq!(end.unwrap(), 2);
         assert_eq!(values, ["in-open-transaction", "after-it"]);
+    })
+    .expect("runtime starts");
+}
+
+/// A partition's progress written inside its transaction: left alone by the periodic flush,
+/// invisible to a reader of the store until the transaction commits, and still to write after
+/// an abort.
+#[test]
+fn progress_written_in_a_transaction_is_stored_only_when_it_commits() {
+    let source = unique("eos-src");
+    strait_dataplane::io::block_on(IoBackend::Epoll, async {
+        let c = target();
+        let mut store = ProgressStore::open(&c, &source, 1).await.unwrap();
+        let store_tp = [TopicPartition::new(store.topic(), 0)];
+        let tp = TopicPartition::new("orders", 3);
+        let entry = |n: i64| Entry {
+            next_offset: n,
+            topic_id: [7; 16],
+            target_offset: n,
+            leader_epoch: 0,
+        };
+        let mut mappings = OffsetMapping::new(DEFAULT_MAX_SEGMENTS).unwrap();
+        store.set_transactional(&tp, true);
+        store.update(&tp, entry(10));
+        assert_eq!(
+            store.flush(&c, now_ms(), &mut mappings).await.unwrap(),
+            0,
+            "the flush leaves a transactional partition alone"
+        );
+        let stored = || async {
+            read_stored(&c, &source)
+                .await
+                .get(&tp)
+                .map(|e| e.next_offset)
+        };
+
+        let p = c
+            .init_txn_producer(&unique("strait-eos-progress"), 60_000)
+            .await
+            .unwrap();
+        c.add_partitions_to_txn(&p, &store_tp).await.unwrap();
+        let w = store
+            .write_in_txn(&c, &tp, &p, 0, now_ms(), &mappings)
+            .await
+            .unwrap();
+        c.end_txn(&p, TxnEnd::Abort).await.unwrap();
+        let next_sequence = w.next_sequence;
+        drop(w);
+        assert_eq!(stored().await, None, "aborted");
+        assert!(store.is_dirty(), "still to write");
+
+        store.update(&tp, entry(20));
+        c.add_partitions_to_txn(&p, &store_tp).await.unwrap();
+        let w = store
+            .write_in_txn(&c, &tp, &p, next_sequence, now_ms(), &mappings)
+            .await
+            .unwrap();
+        let (before_commit, ()) = tokio::join!(stored(), async {
+            // The read waits for the open transaction: it sees the commit.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            c.end_txn(&p, TxnEnd::Commit).await.unwrap();
+        });
+        assert_eq!(before_commit, Some(20));
+        store.txn_committed(w, &mut mappings);
+        assert!(!store.is_dirty());
+        assert_eq!(stored().await, Some(20));
     })
     .expect("runtime starts");
 }

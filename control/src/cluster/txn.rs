@@ -22,6 +22,11 @@ use strait_dataplane::io::BrokerConn;
 use super::{Cluster, ClusterError, Context, Result, sb};
 use crate::model::TopicPartition;
 
+/// The transaction timeout strait's exactly-once producers ask for: the coordinator aborts a
+/// transaction left open longer (a holder that died without being replaced). Kafka's producer
+/// default; a commit interval is far shorter.
+pub const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
+
 /// FindCoordinator's key type for a transactional id.
 const KEY_TYPE_TRANSACTION: i8 = 1;
 

@@ -27,9 +27,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use strait_dataplane::batch::Record;
+use strait_dataplane::batch::{BatchBuilder, Compression, Record};
 
-use crate::cluster::{Cluster, ClusterError, IsolationLevel};
+use crate::cluster::{Cluster, ClusterError};
 use crate::model::TopicPartition;
 use crate::offsets::mapping::{OffsetMapping, PartitionMapping};
 use crate::store::mapping::{self as stored_map, MapRef, ReadChunks, StoredChunks};
@@ -227,17 +227,26 @@ impl StoredProgress {
         only: Option<&BTreeSet<TopicPartition>>,
     ) -> Result<StoredProgress, ClusterError> {
         let mut out = StoredProgress::default();
-        records::read_to_end(target, topic, 0, IsolationLevel::ReadUncommitted, |r| {
-            let Some(key) = r.key.as_deref() else {
-                out.bad += 1;
-                return;
-            };
-            match decode_record(source, key, r.value.as_deref()) {
-                Ok(Some(rec)) => out.apply(rec, only),
-                Ok(None) => {}
-                Err(_) => out.bad += 1,
-            }
-        })
+        // Committed records only, and past the transactions open when the read began: the
+        // progress of a partition forwarded exactly-once is written in its transaction, and
+        // another partition's open transaction must not hide a newer committed record.
+        records::read_committed_past_open_transactions(
+            target,
+            topic,
+            0,
+            OPEN_TRANSACTIONS_WAIT,
+            |r| {
+                let Some(key) = r.key.as_deref() else {
+                    out.bad += 1;
+                    return;
+                };
+                match decode_record(source, key, r.value.as_deref()) {
+                    Ok(Some(rec)) => out.apply(rec, only),
+                    Ok(None) => {}
+                    Err(_) => out.bad += 1,
+                }
+            },
+        )
         .await?;
         if out.bad > 0 {
             tracing::warn!(topic = %topic, records = out.bad, "skipped unreadable progress records");
@@ -328,7 +337,25 @@ pub struct ProgressStore {
     restored: BTreeMap<TopicPartition, PartitionMapping>,
     /// `strait.mapping.max.runs.per.partition`.
     max_runs: usize,
+    /// Partitions forwarded exactly-once: their progress is written inside their own
+    /// transactions ([`ProgressStore::write_in_txn`]), never by [`ProgressStore::flush`].
+    transactional: BTreeSet<TopicPartition>,
 }
+
+/// A partition's progress written inside its open transaction, to be marked stored
+/// ([`ProgressStore::txn_committed`]) once the transaction commits.
+#[derive(Debug)]
+pub struct TxnWrite {
+    write: PartitionWrite,
+    /// The sequence number after the write's batch, for the producer's next write to the
+    /// progress partition.
+    pub next_sequence: i32,
+}
+
+/// How long a read of the progress waits for the transactions open when it began: longer than
+/// the timeout of strait's exactly-once transactions
+/// ([`crate::cluster::txn::TRANSACTION_TIMEOUT_MS`]), after which their coordinator aborts them.
+pub const OPEN_TRANSACTIONS_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
 
 /// Bytes of keys and values per produce request of a flush, well under the default
 /// `max.message.bytes` (1 MiB).
@@ -338,6 +365,7 @@ const FLUSH_BATCH_BYTES: usize = 512 * 1024;
 const FLUSH_BATCH_RECORDS: usize = 2_000;
 
 /// One partition's records of a flush, and what to commit once they are written.
+#[derive(Debug)]
 struct PartitionWrite {
     tp: TopicPartition,
     records: Vec<Record>,
@@ -384,6 +412,7 @@ impl ProgressStore {
             next_chunk_id: 0,
             restored: BTreeMap::new(),
             max_runs,
+            transactional: BTreeSet::new(),
         };
         for (tp, ids) in read.orphaned_chunks() {
             store.garbage.insert(tp.clone(), ids);
@@ -588,7 +617,15 @@ impl ProgressStore {
         if self.dirty.is_empty() {
             return Ok(0);
         }
-        let dirty: Vec<TopicPartition> = self.dirty.iter().cloned().collect();
+        let dirty: Vec<TopicPartition> = self
+            .dirty
+            .iter()
+            .filter(|tp| !self.transactional.contains(*tp))
+            .cloned()
+            .collect();
+        if dirty.is_empty() {
+            return Ok(0);
+        }
         let mut writes = Vec::with_capacity(dirty.len());
         for tp in &dirty {
             let Some(entry) = self.entries.get(tp).copied() else {
@@ -640,6 +677,67 @@ impl ProgressStore {
 }
 
 impl ProgressStore {
+    /// Exactly-once: `tp`'s progress is written only inside its transactions from now on
+    /// (`true`), or by the periodic flush again (`false`, the partition left this member).
+    pub fn set_transactional(&mut self, tp: &TopicPartition, transactional: bool) {
+        if transactional {
+            self.transactional.insert(tp.clone());
+        } else {
+            self.transactional.remove(tp);
+        }
+    }
+
+    /// Writes `tp`'s progress (with its mapping from `mappings`: new chunks, the progress
+    /// record, tombstones of chunks it no longer names) as one transactional batch of
+    /// `producer`, whose open transaction must hold the progress partition, from sequence
+    /// `sequence`. Nothing is marked stored until [`ProgressStore::txn_committed`]: an aborted
+    /// transaction leaves the store as it was, and the next write repeats the change.
+    pub async fn write_in_txn(
+        &mut self,
+        target: &Cluster,
+        tp: &TopicPartition,
+        producer: &crate::cluster::txn::TxnProducer,
+        sequence: i32,
+        now_ms: i64,
+        mappings: &OffsetMapping,
+    ) -> Result<TxnWrite, ClusterError> {
+        let entry = self
+            .entries
+            .get(tp)
+            .copied()
+            .ok_or_else(|| ClusterError::Invalid {
+                context: Box::new(
+                    crate::cluster::Context::new(target.alias(), "Produce")
+                        .topic(&self.topic)
+                        .transactional_id(&producer.transactional_id),
+                ),
+                message: format!("no progress of {tp} to write"),
+            })?;
+        let write = self.partition_write(tp, &entry, mappings.partition(tp), now_ms);
+        let batch = BatchBuilder::new(Compression::None)
+            .producer(producer.producer_id, producer.producer_epoch, sequence)
+            .transactional(true)
+            .push_all(&write.records)
+            .and_then(|b| b.build())
+            .map_err(|e| ClusterError::Invalid {
+                context: Box::new(
+                    crate::cluster::Context::new(target.alias(), "Produce").topic(&self.topic),
+                ),
+                message: format!("cannot encode the progress of {tp}: {e}"),
+            })?;
+        records::produce_batch_in_txn(target, producer, &self.topic, 0, &batch).await?;
+        let n = i32::try_from(write.records.len()).unwrap_or(i32::MAX);
+        Ok(TxnWrite {
+            write,
+            next_sequence: strait_dataplane::batch::increment_sequence(sequence, n),
+        })
+    }
+
+    /// The transaction holding `w` committed: its partition's progress is stored.
+    pub fn txn_committed(&mut self, w: TxnWrite, mappings: &mut OffsetMapping) {
+        self.commit(w.write, mappings);
+    }
+
     /// Writes the changed entries without mappings (their stored mappings deleted): positions
     /// a command set, from which a flow starts with a new history (`strait failback`).
     pub async fn flush_positions(
