@@ -446,12 +446,6 @@ fn ops_geo_traps_file() {
                 ErrorKind::UnknownKey,
                 Some("us-west->us-east.emit.heartbeats.enabled"),
             ),
-            (
-                Some("us-east.exactly.once.source.support"),
-                Some(18),
-                ErrorKind::Unsupported,
-                None,
-            ),
         ],
     );
     let report = config::check_with(&corpus("ops-geo-traps.properties"), &disk());
@@ -472,7 +466,7 @@ fn ops_geo_traps_file() {
         text.contains("did you mean `us-west->us-east.topics`?"),
         "{text}"
     );
-    assert!(text.contains("FAILED: 5 error(s)"), "{text}");
+    assert!(text.contains("FAILED: 4 error(s)"), "{text}");
 }
 
 #[test]
@@ -669,7 +663,7 @@ fn invalid_values() {
             (
                 Some("B.exactly.once.source.support"),
                 Some(21),
-                Unsupported,
+                InvalidValue,
                 None,
             ),
             (Some("strait.io"), Some(23), InvalidValue, None),

@@ -50,6 +50,8 @@ enum View {
     Migrate,
     /// strait's progress topic, as it is created.
     Progress,
+    /// Whether the flow forwards exactly-once (the run gives it transactions).
+    Transactions,
 }
 
 fn load(text: &str) -> Result<Mm2Config, String> {
@@ -110,6 +112,7 @@ fn view(v: View, cfg: &Mm2Config, t0: Instant) -> String {
         ),
         View::Migrate => p.config.mm2_offsets_topic.value.clone(),
         View::Progress => p.progress_replication_factor.to_string(),
+        View::Transactions => p.config.exactly_once.value.to_string(),
     }
 }
 
@@ -567,6 +570,12 @@ static PROBES: &[Probe] = &[
         "",
         "B.offset.flush.interval.ms = 7000\n",
         View::Offsets,
+    ),
+    (
+        "exactly.once.source.support",
+        "",
+        "B.exactly.once.source.support = enabled\n",
+        View::Transactions,
     ),
     (
         "emit.heartbeats.enabled",

@@ -183,10 +183,11 @@ fn commit_shows_abort_hides_and_a_new_holder_fences_the_old() {
 }
 
 /// A plain read_committed read stops at the first open transaction, hiding the committed
-/// records after it; the read exactly-once's start uses waits until the transactions open when
-/// it began have ended, and says so when one stays open.
+/// records after it; the read of strait's progress resolves transactions itself: committed
+/// records past an open transaction show, the open and aborted transactions' records do not,
+/// and a transaction's records show once it commits.
 #[test]
-fn a_committed_read_waits_for_the_transactions_open_when_it_began() {
+fn a_read_resolving_transactions_is_not_held_up_by_an_open_one() {
     let store = unique("txn-store");
     strait_dataplane::io::block_on(IoBackend::Epoll, async {
         let c = target();
@@ -195,15 +196,32 @@ fn a_committed_read_waits_for_the_transactions_open_when_it_began() {
             .unwrap();
         c.wait_for_leaders(&store, 30_000).await.unwrap();
         let tp = [TopicPartition::new(&store, 0)];
-        // Another partition's transaction, open, then a record written outside any.
-        let other = c
-            .init_txn_producer(&unique("strait-eos-other"), 60_000)
+        let values = || async {
+            let mut out: Vec<String> = Vec::new();
+            records::read_resolving_transactions(&c, &store, 0, |r| {
+                out.push(String::from_utf8_lossy(&r.value.unwrap_or_default()).into_owned())
+            })
             .await
             .unwrap();
-        c.add_partitions_to_txn(&other, &tp).await.unwrap();
-        progress(&c, &other, &store, 0, "in-open-transaction").await;
+            out
+        };
+        // Another partition's transaction, open, then a record written outside any.
+        let open = c
+            .init_txn_producer(&unique("strait-eos-open"), 60_000)
+            .await
+            .unwrap();
+        c.add_partitions_to_txn(&open, &tp).await.unwrap();
+        progress(&c, &open, &store, 0, "in-open-transaction").await;
         let plain = Record::new(now_ms(), None, Some(Bytes::from_static(b"after-it")));
         records::produce(&c, &store, 0, &[plain]).await.unwrap();
+        // And one that aborts.
+        let aborted = c
+            .init_txn_producer(&unique("strait-eos-aborted"), 60_000)
+            .await
+            .unwrap();
+        c.add_partitions_to_txn(&aborted, &tp).await.unwrap();
+        progress(&c, &aborted, &store, 0, "aborted").await;
+        c.end_txn(&aborted, TxnEnd::Abort).await.unwrap();
 
         let mut seen = Vec::new();
         records::read_to_end(&c, &store, 0, IsolationLevel::ReadCommitted, |r| {
@@ -216,37 +234,17 @@ fn a_committed_read_waits_for_the_transactions_open_when_it_began() {
             "a plain read stops at the open transaction: {seen:?}"
         );
 
-        let still_open = records::read_committed_past_open_transactions(
-            &c,
-            &store,
-            0,
-            Duration::from_millis(300),
-            |_| {},
-        )
-        .await
-        .expect_err("the transaction stays open");
-        assert!(
-            still_open
-                .to_string()
-                .contains("last stable offset stayed at 0"),
-            "{still_open}"
-        );
-
-        let mut values: Vec<String> = Vec::new();
-        let read = records::read_committed_past_open_transactions(
-            &c,
-            &store,
-            0,
-            Duration::from_secs(20),
-            |r| values.push(String::from_utf8_lossy(&r.value.unwrap_or_default()).into_owned()),
-        );
-        let commit = async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            c.end_txn(&other, TxnEnd::Commit).await.unwrap();
-        };
-        let (end, ()) = tokio::join!(read, commit);
-        assert_eq!(end.unwrap(), 2);
-        assert_eq!(values, ["in-open-transaction", "after-it"]);
+        assert_eq!(values().await, ["after-it"]);
+        c.end_txn(&open, TxnEnd::Commit).await.unwrap();
+        // EndTxn answers once the commit is decided; its markers are written just after.
+        let want = ["after-it", "in-open-transaction"];
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        let mut got = values().await;
+        while got != want && std::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            got = values().await;
+        }
+        assert_eq!(got, want);
     })
     .expect("runtime starts");
 }
@@ -304,14 +302,15 @@ fn progress_written_in_a_transaction_is_stored_only_when_it_commits() {
             .write_in_txn(&c, &tp, &p, next_sequence, now_ms(), &mappings)
             .await
             .unwrap();
-        let (before_commit, ()) = tokio::join!(stored(), async {
-            // The read waits for the open transaction: it sees the commit.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            c.end_txn(&p, TxnEnd::Commit).await.unwrap();
-        });
-        assert_eq!(before_commit, Some(20));
+        assert_eq!(stored().await, None, "not committed yet");
+        c.end_txn(&p, TxnEnd::Commit).await.unwrap();
         store.txn_committed(w, &mut mappings);
         assert!(!store.is_dirty());
+        // The markers follow the commit's answer by a moment.
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while stored().await != Some(20) && std::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert_eq!(stored().await, Some(20));
     })
     .expect("runtime starts");

@@ -268,6 +268,8 @@ fn restart_fields(f: &FlowConfig) -> Fields {
         "emit.offset-syncs.enabled" => emit_offset_syncs_enabled,
         "offset-syncs.topic.replication.factor" => offset_syncs_topic_replication_factor,
         "checkpoints.topic.replication.factor" => checkpoints_topic_replication_factor,
+        // The flow's runtime holds its partitions' transactions, or none.
+        "exactly.once.source.support" => exactly_once,
     );
     out.push((
         "replication.policy.*",

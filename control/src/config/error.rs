@@ -148,6 +148,8 @@ pub enum WarningKind {
     NoReplication,
     /// A flow exists only to emit heartbeats into a cluster.
     HeartbeatsOnly,
+    /// What `exactly.once.source.support=enabled` changes.
+    ExactlyOnce,
 }
 
 /// A warning or a note about a config file.

@@ -797,14 +797,16 @@ pub static PRODUCER_KEYS: &[KeyDef] = &[
         "transaction.timeout.ms",
         I32,
         Some("60000"),
-        Support::Ignored("strait does not produce transactionally yet"),
+        Support::Ignored(
+            "exactly-once transactions always ask for 60000 ms; a commit interval is far shorter",
+        ),
     ),
     k(
         "transactional.id",
         Ty::Str,
         None,
-        Support::Unsupported(
-            "exactly-once (transactional) replication is not available in strait yet",
+        Support::Ignored(
+            "with <target>.exactly.once.source.support=enabled each source partition has its own transactional id, strait-eos:<source>-><target>:<topic>:<partition>",
         ),
     ),
     k(
@@ -972,10 +974,7 @@ pub static WORKER_KEYS: &[KeyDef] = &[
         "exactly.once.source.support",
         Ty::Enum(&["disabled", "enabled", "preparing"]),
         Some("disabled"),
-        Support::OnlyValues(
-            &["disabled"],
-            "exactly-once replication is not available in strait yet",
-        ),
+        U,
     ),
     k("metadata.max.age.ms", I64_GE0, Some("300000"), CONNECT),
     k("client.id", Ty::Str, Some(""), CONNECT),
@@ -1349,7 +1348,7 @@ pub static FLOW_ONLY_KEYS: &[KeyDef] = &[
         Some("requested"),
         Support::OnlyValues(
             &["requested"],
-            "exactly-once replication is not available in strait yet",
+            "strait has no per-connector requirement: exactly-once is on for every flow into a target with <target>.exactly.once.source.support=enabled",
         ),
     ),
     k(

@@ -357,6 +357,10 @@ pub struct FlowConfig {
     /// The Connect worker's `offset.flush.interval.ms` (from `<target>.offset.flush.interval.ms`):
     /// MM2 publishes the latest offset sync of every partition at this cadence.
     pub offset_flush_interval_ms: Setting<u64>,
+    /// `<target>.exactly.once.source.support = enabled`: every partition of the flow is
+    /// forwarded exactly-once, inside transactions on the target that hold its progress too
+    /// (`duties/exactly_once.rs`).
+    pub exactly_once: Setting<bool>,
     /// Where MM2 kept this flow's progress (`offset.storage.topic`, default
     /// `mm2-offsets.<source>.internal`), for importing it.
     pub mm2_offsets_topic: Setting<String>,

@@ -590,6 +590,11 @@ impl<'a> Resolver<'a> {
         let admin_timeout_ms = setting(&cp, "admin.timeout.ms", 60_000, parse_u64);
         let offset_flush_interval_ms =
             setting(&worker, "offset.flush.interval.ms", 60_000, parse_u64);
+        // MM2's "preparing" is the first step of a rolling upgrade of Connect workers; strait
+        // has no workers to upgrade, and a flow is transactional only with "enabled".
+        let exactly_once = setting(&worker, "exactly.once.source.support", false, |v| {
+            Ok(java_trim(v).eq_ignore_ascii_case("enabled"))
+        });
         let mm2_offsets_topic = setting(
             &worker,
             "offset.storage.topic",
@@ -652,6 +657,7 @@ impl<'a> Resolver<'a> {
             heartbeats_topic_replication_factor,
             admin_timeout_ms,
             offset_flush_interval_ms,
+            exactly_once,
             mm2_offsets_topic,
             progress_topic_replication_factor,
             clients,

@@ -37,6 +37,26 @@ pub(crate) fn add_warnings(
     mm2_boolean_parsing(raw, &aliases, out);
     top_level_enabled(raw, out);
     strait_defaults(&enabled, out);
+    exactly_once(&enabled, out);
+}
+
+/// What exactly-once forwarding changes, and what it needs, per flow that has it.
+fn exactly_once(enabled: &[&FlowConfig], out: &mut Vec<ConfigWarning>) {
+    for f in enabled.iter().filter(|f| f.exactly_once.value) {
+        let (s, t) = (&f.source, &f.target);
+        out.push(ConfigWarning::new(
+            Severity::Note,
+            WarningKind::ExactlyOnce,
+            Some("exactly.once.source.support"),
+            match &f.exactly_once.origin {
+                Origin::File { line, .. } => Some(*line),
+                _ => None,
+            },
+            format!(
+                "{s}->{t} forwards exactly-once: each source partition is copied inside transactions on {t} that also hold its progress (transactional id `strait-eos:{s}->{t}:<topic>:<partition>`, one commit per partition about every second), so read_committed consumers of {t} see each record once, also after a crash; read_uncommitted consumers may also see records of aborted transactions; the principal on {t} needs WRITE and DESCRIBE on the transactional ids with prefix `strait-eos:{s}->{t}:`"
+            ),
+        ));
+    }
 }
 
 /// MirrorMaker runs a heartbeat-only flow for every pair by default, so a one-way setup
@@ -434,6 +454,27 @@ mod tests {
         assert_eq!(w[0].severity, Severity::Note);
         // The default policy detects cycles: nothing to say.
         assert!(of(&load(TWO_WAY), WarningKind::IdentityCycle).is_empty());
+    }
+
+    #[test]
+    fn exactly_once_says_what_it_changes_per_target() {
+        let c = load(&format!(
+            "{TWO_WAY}B.exactly.once.source.support = enabled\n"
+        ));
+        let w = of(&c, WarningKind::ExactlyOnce);
+        assert_eq!(w.len(), 1, "only A->B goes into B");
+        assert_eq!(w[0].line, Some(7));
+        assert!(
+            w[0].message.contains("`strait-eos:A->B:`"),
+            "{}",
+            w[0].message
+        );
+        assert!(of(&load(TWO_WAY), WarningKind::ExactlyOnce).is_empty());
+        // MM2's first step of a rolling upgrade is not exactly-once.
+        let c = load(&format!(
+            "{TWO_WAY}B.exactly.once.source.support = preparing\n"
+        ));
+        assert!(of(&c, WarningKind::ExactlyOnce).is_empty());
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! - [`offsets`]: offset syncs, checkpoints and group-offset sync of one flow.
 //! - [`heartbeats`]: MM2's heartbeats for every herder pair.
 //! - [`liveness`]: the flow's liveness record, so import and export refuse while it runs.
+//! - [`exactly_once`]: transactions of the partitions forwarded exactly-once.
 //! - [`recovery`]: at start, skipping what the target provably holds after an unclean stop.
 
+pub mod exactly_once;
 pub mod heartbeats;
 pub mod liveness;
 pub mod offsets;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
-use strait_dataplane::shard::{FlowId, ShardEvent, ShardStats};
+use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand, ShardEvent, ShardStats};
 
 use super::api_link::ApiLink;
 use super::assign::Partitions;
@@ -17,6 +17,7 @@ use super::outbox::Shards;
 use super::progress::LiveProgress;
 use super::reload::{self, Loop, Reloader};
 use super::{FlowRuntime, RunError, RunOptions, now_ms};
+use crate::duties::exactly_once::AfterCommit;
 use crate::duties::heartbeats::Heartbeats;
 use crate::duties::topics::TopicChange;
 
@@ -84,7 +85,7 @@ pub(super) async fn first_discovery(
     for (fid, flow) in flows.iter_mut().enumerate() {
         changes.extend(topic_duties(flow, fid as FlowId, opts, None).await?);
     }
-    assign(changes, flows, shards, parts, opts, group)
+    assign(changes, flows, shards, parts, opts, group).await
 }
 
 /// Runs until `stop` resolves, a shard dies, or (`--until-caught-up`) every partition reached
@@ -167,7 +168,7 @@ pub(super) async fn control_loop(
             // that a change resolves (a restart on a recreated topic) must come first.
             drain_events(ev_rx, flows, parts, &mut stats, shards, opts).await?;
         }
-        assign(changes, flows, shards, parts, opts, group.as_deref_mut())?;
+        assign(changes, flows, shards, parts, opts, group.as_deref_mut()).await?;
         if opts.until_caught_up
             && group.as_deref().is_none_or(GroupLink::settled)
             && parts
@@ -245,6 +246,7 @@ async fn run_duties(
     gate: GroupGate,
 ) -> Vec<TopicChange> {
     flush_if_due(flows, opts, last_flush, gate.may_write).await;
+    let mut changes = exactly_once_round(flows, parts, shards, opts, gate.may_write).await;
     let _ = with_deadline(
         "source ends of unassigned partitions",
         api.unheld.read_ends_if_due(flows, parts, Instant::now()),
@@ -269,7 +271,6 @@ async fn run_duties(
     }
     api.apply_commands(flows, parts, shards).await;
     api.publish_if_due(flows, parts, stats, opts);
-    let mut changes = Vec::new();
     for (fid, f) in flows.iter_mut().enumerate().filter(|(_, f)| !f.retired) {
         // tick() logs its own errors and retries at the next interval.
         if let Some(Ok(c)) = with_deadline(
@@ -279,6 +280,85 @@ async fn run_duties(
         .await
         {
             changes.extend(c);
+        }
+    }
+    changes
+}
+
+/// Exactly-once flows: seals the partitions whose transaction is due, commits the sealed ones
+/// (unsealing them), revokes those whose commit failed or that were fenced, and discovers again
+/// the flows whose revoked partitions are to be taken over anew. Not under [`DUTY_DEADLINE`]:
+/// each call is bounded by the client's retries, and a commit dropped half-way would be
+/// repeated with a sequence number already used. A member that lost its membership neither
+/// seals nor commits (its partitions are being revoked).
+async fn exactly_once_round(
+    flows: &mut [FlowRuntime],
+    parts: &mut Partitions,
+    shards: &Shards,
+    opts: &RunOptions,
+    may_write: bool,
+) -> Vec<TopicChange> {
+    let now = Instant::now();
+    let mut changes = Vec::new();
+    for (fid, f) in flows.iter_mut().enumerate().filter(|(_, f)| !f.retired) {
+        let Some(eos) = f.eos.as_mut() else {
+            continue;
+        };
+        if may_write {
+            let running = |k: &PartitionKey| {
+                parts
+                    .get(k)
+                    .is_some_and(|st| st.assigned && st.failed.is_none())
+            };
+            for key in eos.due_seals(now, running) {
+                if let Some(st) = parts.get(&key)
+                    && let Err(e) = shards.send(st.shard, ShardCommand::Seal(key.clone()))
+                {
+                    tracing::warn!(partition = %key, error = %e, "cannot seal the partition for its commit");
+                }
+            }
+            let after = eos
+                .commit_round(
+                    &f.target,
+                    &mut f.progress,
+                    f.offsets.mapping_mut(),
+                    now_ms(),
+                    now,
+                )
+                .await;
+            for a in after {
+                let (key, command) = match a {
+                    AfterCommit::Unseal(key) => (key.clone(), ShardCommand::Unseal(key)),
+                    AfterCommit::Restart(key) => {
+                        if let Some(st) = parts.get_mut(&key) {
+                            st.assigned = false;
+                        }
+                        (key.clone(), ShardCommand::Revoke(key))
+                    }
+                    AfterCommit::Fenced { key, error } => {
+                        if let Some(st) = parts.get_mut(&key) {
+                            st.assigned = false;
+                            st.failed = Some(error);
+                        }
+                        (key.clone(), ShardCommand::Revoke(key))
+                    }
+                };
+                if let Some(st) = parts.get(&key)
+                    && let Err(e) = shards.send(st.shard, command)
+                {
+                    tracing::warn!(partition = %key, error = %e, "cannot reach the partition's shard after its commit");
+                }
+            }
+        }
+        if std::mem::take(&mut f.eos_restarts) {
+            match topic_duties(f, fid as FlowId, opts, None).await {
+                Ok(c) => changes.extend(c),
+                Err(e) => {
+                    tracing::warn!(
+                        "exactly-once: discovery to take partitions over again failed: {e}"
+                    );
+                }
+            }
         }
     }
     changes

@@ -9,6 +9,7 @@ use super::assign::{Effect, Partitions, apply_topic_changes};
 use super::group::GroupLink;
 use super::outbox::Shards;
 use super::{FlowRuntime, RunError, RunOptions};
+use crate::cluster::TopicPartition;
 use crate::duties::topics::{FlowIo, TopicChange, TopicError};
 
 /// Runs a flow's topic management: the first discovery (`now = None`), or whatever is due.
@@ -46,7 +47,7 @@ pub(super) async fn topic_duties(
 
 /// Acts on topic management's findings ([`apply_topic_changes`]) and carries out its effects.
 /// In a group, only this member's partitions start.
-pub(super) fn assign(
+pub(super) async fn assign(
     changes: Vec<TopicChange>,
     flows: &mut [FlowRuntime],
     shards: &Shards,
@@ -62,6 +63,8 @@ pub(super) fn assign(
         }
         _ => changes,
     };
+    let mut changes = changes;
+    take_over_transactional(&mut changes, flows).await;
     // Where the partitions this member starts begin, and what crash recovery found on the
     // target past their stored progress, join their exact mappings.
     for c in &changes {
@@ -101,4 +104,63 @@ pub(super) fn assign(
         }
     }
     Ok(())
+}
+
+/// Exactly-once flows: the partitions this member starts are taken over first (their earlier
+/// holders fenced, their committed progress read again, a transaction opened), and start from
+/// the committed progress with their transactional producer; a partition that cannot be taken
+/// over starts failed, saying why.
+async fn take_over_transactional(changes: &mut [TopicChange], flows: &mut [FlowRuntime]) {
+    let now = Instant::now();
+    for (fid, f) in flows.iter_mut().enumerate() {
+        let Some(eos) = f.eos.as_mut() else {
+            continue;
+        };
+        let mut starts = Vec::new();
+        for c in changes.iter() {
+            if let TopicChange::Start(np) = c
+                && np.failed.is_none()
+                && np.key.flow as usize == fid
+            {
+                let remote = TopicPartition::new(&*np.assignment.target_topic, np.key.partition);
+                starts.push((np.key.clone(), remote));
+            }
+        }
+        if starts.is_empty() {
+            continue;
+        }
+        let taken = eos
+            .take_over(&f.target, &mut f.progress, &starts, now)
+            .await;
+        let mut taken: std::collections::BTreeMap<_, _> = taken.into_iter().collect();
+        for c in changes.iter_mut() {
+            let TopicChange::Start(np) = c else {
+                continue;
+            };
+            let Some(result) = taken.remove(&np.key) else {
+                continue;
+            };
+            match result {
+                Ok(t) => {
+                    let tp = TopicPartition::new(&*np.key.topic, np.key.partition);
+                    if let Some(e) = t.committed.filter(|e| e.topic_id == np.topic_id) {
+                        np.assignment.start_offset = e.next_offset;
+                        np.assignment.start_leader_epoch = e.leader_epoch;
+                        np.assignment.start_target_offset = e.target_offset;
+                    }
+                    np.recovered.clear();
+                    if let Some(m) = t.mapping {
+                        f.offsets
+                            .restore_partitions([(tp, m)].into_iter().collect());
+                    }
+                    np.assignment.transactional = Some(t.transactional);
+                }
+                Err(e) => {
+                    let why = format!("exactly-once: cannot take the partition over: {e}");
+                    tracing::error!(partition = %np.key, "{why}");
+                    np.failed = Some(why);
+                }
+            }
+        }
+    }
 }

@@ -62,6 +62,12 @@ pub(super) async fn apply_event(
             next_offset,
             ..
         } => {
+            if let Some(st) = parts.get(&key)
+                && let Some(eos) = flows.get_mut(st.flow as usize).and_then(|f| f.eos.as_mut())
+            {
+                let tp = TopicPartition::new(&*key.topic, key.partition);
+                eos.on_failed(&tp, kind == FailureKind::Fenced);
+            }
             let failure = Failure {
                 key,
                 kind,
@@ -75,16 +81,42 @@ pub(super) async fn apply_event(
             next_offset,
             mappings,
             ..
-        } => apply_revoked(&key, next_offset, &mappings, flows, parts),
-        // Exactly-once's commit cycle is not driven yet (control sends no Seal); what a
-        // sealed partition reports is its progress, taken as a report's.
+        } => {
+            apply_revoked(&key, next_offset, &mappings, flows, parts);
+            // Exactly-once: the partition's open transaction ends with it here; its next
+            // holder copies again from the committed progress.
+            if let Some(st) = parts.get(&key).filter(|st| !st.assigned)
+                && let Some(f) = flows.get_mut(st.flow as usize)
+                && let Some(eos) = f.eos.as_mut()
+            {
+                let tp = TopicPartition::new(&*key.topic, key.partition);
+                if eos.release(&f.target, &mut f.progress, &tp).await {
+                    // A failed commit: taken over again (a new epoch) by the next discovery,
+                    // which the exactly-once round runs at once.
+                    f.topics.restart_partition(&tp.topic, tp.partition);
+                    f.eos_restarts = true;
+                }
+            }
+        }
+        // Exactly-once: the progress of a sealed partition is what its transaction holds.
         ShardEvent::Sealed {
             shard,
             progress,
             mappings,
         } => {
             let key = progress.key.clone();
-            apply_report(shard, vec![*progress], &[(key, mappings)], flows, parts);
+            apply_report(
+                shard,
+                vec![*progress],
+                &[(key.clone(), mappings)],
+                flows,
+                parts,
+            );
+            if let Some(st) = parts.get(&key).filter(|st| st.shard == shard)
+                && let Some(eos) = flows.get_mut(st.flow as usize).and_then(|f| f.eos.as_mut())
+            {
+                eos.on_sealed(&TopicPartition::new(&*key.topic, key.partition));
+            }
         }
         ShardEvent::Stopped { .. } => {}
     }

@@ -33,7 +33,7 @@ mod verifier;
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use strait_dataplane::io::IoBackend;
 use strait_dataplane::shard::{ClusterEndpoint, ShardStats};
@@ -206,6 +206,10 @@ pub(crate) struct FlowRuntime {
     pub(crate) liveness: Liveness,
     /// Offset syncs, checkpoints and group-offset sync.
     pub(crate) offsets: OffsetsRuntime,
+    /// `exactly.once.source.support=enabled`: the partitions' transactions.
+    pub(crate) eos: Option<crate::duties::exactly_once::ExactlyOnce>,
+    /// Partitions of `eos` were released to be taken over again: discovery runs at once.
+    pub(crate) eos_restarts: bool,
     /// Partitions restarted from the earliest offset after their position was lost
     /// (`strait.on.lost.position=earliest`), for `/metrics`.
     pub(crate) lost_position_resets: u64,
@@ -274,10 +278,11 @@ pub async fn run(
     // Before the first discovery, so that a flow in the other direction finds the topic.
     heartbeats.start().await;
     let mut flows = Vec::new();
+    let commit_interval = Duration::from_millis(opts.progress_flush_ms);
     for plan in plans {
         let plan = failover::exclude_failed_over(plan).await;
         let plan = failover::exclude_unprepared_reverse(plan).await;
-        flows.push(start::open_flow(plan, &instance, started).await?);
+        flows.push(start::open_flow(plan, &instance, started, commit_interval).await?);
     }
     let (shards, ev_rx) = start::spawn_shards(&opts)?;
     let mut api = start::start_api(&opts).await?;

@@ -409,7 +409,9 @@ async fn discover(cx: &mut Loop<'_>, fid: FlowId) {
         cx.parts,
         cx.opts,
         cx.group.as_deref_mut(),
-    ) {
+    )
+    .await
+    {
         tracing::error!(flow = %name, "cannot assign the flow's partitions: {e}");
     }
 }
@@ -434,7 +436,12 @@ async fn start_flow(
 ) -> Result<(), FlowStartError> {
     let opened = tokio::time::timeout(
         STEP_TIMEOUT,
-        super::start::open_flow(plan, &r.instance, Instant::now()),
+        super::start::open_flow(
+            plan,
+            &r.instance,
+            Instant::now(),
+            std::time::Duration::from_millis(cx.opts.progress_flush_ms),
+        ),
     )
     .await
     .map_err(|_| FlowStartError::Timeout(STEP_TIMEOUT))??;

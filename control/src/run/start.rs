@@ -24,11 +24,13 @@ use crate::store::progress::ProgressStore;
 
 /// Opens one flow: its admin clients and endpoints, its stored progress, its topic sync, its
 /// first liveness beat and its offsets duty. `instance` names this process in the liveness
-/// records; `started` is when the run started.
+/// records; `started` is when the run started; exactly-once transactions commit every
+/// `commit_interval` (the progress flush interval).
 pub(super) async fn open_flow(
     plan: FlowPlan,
     instance: &str,
     started: Instant,
+    commit_interval: std::time::Duration,
 ) -> Result<FlowRuntime, RunError> {
     let source = admin(&plan.source, &plan.source_bootstrap, &plan.source_admin)?;
     let target = admin(&plan.target, &plan.target_bootstrap, &plan.target_admin)?;
@@ -77,6 +79,15 @@ pub(super) async fn open_flow(
         .beat_if_due(&target, Instant::now(), now_ms())
         .await;
     let restored = progress.take_restored();
+    // Transactions commit as often as progress is otherwise flushed.
+    let eos = plan.config.exactly_once.value.then(|| {
+        crate::duties::exactly_once::ExactlyOnce::new(
+            &plan.source,
+            &plan.target,
+            progress.topic(),
+            commit_interval,
+        )
+    });
     let offsets = OffsetsRuntime::start(
         &plan.config,
         source.clone(),
@@ -96,6 +107,8 @@ pub(super) async fn open_flow(
         topics,
         liveness,
         offsets,
+        eos,
+        eos_restarts: false,
         lost_position_resets: 0,
         observed: Default::default(),
         retired: false,

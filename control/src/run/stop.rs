@@ -34,6 +34,70 @@ pub const SHUTDOWN_DEADLINE: Duration = SHARD_STOP_TIMEOUT
 
 /// Stops the shards, applies their final reports, and waits for their threads. Returns every
 /// shard's last counters.
+/// How long a stop waits for the shards to settle the exactly-once partitions it sealed.
+const FINAL_SEAL_WAIT: Duration = Duration::from_secs(5);
+
+/// Exactly-once flows at a stop, before the shards stop: seals every partition, waits (at
+/// most [`FINAL_SEAL_WAIT`]) until the shards report them settled, and commits them, so that
+/// the stop stores the progress of everything acknowledged. What does not settle in time is
+/// aborted by the final writes (its next start copies it again from the committed progress).
+async fn final_commits(
+    shards: &Shards,
+    ev_rx: &Receiver<ShardEvent>,
+    flows: &mut [FlowRuntime],
+    parts: &mut Partitions,
+    stats: &mut HashMap<usize, ShardStats>,
+    opts: &RunOptions,
+) {
+    if flows.iter().all(|f| f.eos.is_none()) {
+        return;
+    }
+    let now = Instant::now();
+    for f in flows.iter_mut().filter(|f| !f.retired) {
+        let Some(eos) = f.eos.as_mut() else {
+            continue;
+        };
+        let running = |k: &strait_dataplane::shard::PartitionKey| {
+            parts
+                .get(k)
+                .is_some_and(|st| st.assigned && st.failed.is_none())
+        };
+        for key in eos.seal_all(now, running) {
+            if let Some(st) = parts.get(&key) {
+                let _ = shards.send(st.shard, ShardCommand::Seal(key.clone()));
+            }
+        }
+    }
+    let deadline = now + FINAL_SEAL_WAIT;
+    while Instant::now() < deadline
+        && flows
+            .iter()
+            .any(|f| f.eos.as_ref().is_some_and(|e| e.sealing()))
+    {
+        let _ = shards.flush(parts.len());
+        if super::events::drain_events(ev_rx, flows, parts, stats, shards, opts)
+            .await
+            .is_err()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for f in flows.iter_mut().filter(|f| !f.retired) {
+        if let Some(eos) = f.eos.as_mut() {
+            // Stopping: nothing is unsealed, and what failed is aborted by the final writes.
+            eos.commit_round(
+                &f.target,
+                &mut f.progress,
+                f.offsets.mapping_mut(),
+                now_ms(),
+                Instant::now(),
+            )
+            .await;
+        }
+    }
+}
+
 pub(super) async fn stop_shards(
     shards: Shards,
     ev_rx: &Receiver<ShardEvent>,
@@ -41,6 +105,8 @@ pub(super) async fn stop_shards(
     parts: &mut Partitions,
     opts: &RunOptions,
 ) -> HashMap<usize, ShardStats> {
+    // Exactly-once partitions commit what the shards acknowledged before the shards stop.
+    final_commits(&shards, ev_rx, flows, parts, &mut HashMap::new(), opts).await;
     // Behind what still waits for each shard, never blocking: a shard that takes no commands
     // costs this wait's deadline, not a hang.
     for i in 0..shards.len() {
@@ -123,6 +189,12 @@ async fn final_writes(flows: &mut [FlowRuntime], opts: &RunOptions) -> Result<()
         f.offsets.finish(opts.until_caught_up, now_ms()).await;
     }
     for f in flows.iter_mut().filter(|f| !f.retired) {
+        // Exactly-once: what no commit holds is aborted (copied again at the next start).
+        if let Some(eos) = f.eos.as_mut() {
+            for tp in eos.held() {
+                eos.release(&f.target, &mut f.progress, &tp).await;
+            }
+        }
         f.flush_progress().await?;
         // Import and export may run from now on.
         if let Err(e) = f.liveness.stopped(&f.target, now_ms()).await {

@@ -227,26 +227,20 @@ impl StoredProgress {
         only: Option<&BTreeSet<TopicPartition>>,
     ) -> Result<StoredProgress, ClusterError> {
         let mut out = StoredProgress::default();
-        // Committed records only, and past the transactions open when the read began: the
+        // Committed records only, without waiting for the transactions still open: the
         // progress of a partition forwarded exactly-once is written in its transaction, and
         // another partition's open transaction must not hide a newer committed record.
-        records::read_committed_past_open_transactions(
-            target,
-            topic,
-            0,
-            OPEN_TRANSACTIONS_WAIT,
-            |r| {
-                let Some(key) = r.key.as_deref() else {
-                    out.bad += 1;
-                    return;
-                };
-                match decode_record(source, key, r.value.as_deref()) {
-                    Ok(Some(rec)) => out.apply(rec, only),
-                    Ok(None) => {}
-                    Err(_) => out.bad += 1,
-                }
-            },
-        )
+        records::read_resolving_transactions(target, topic, 0, |r| {
+            let Some(key) = r.key.as_deref() else {
+                out.bad += 1;
+                return;
+            };
+            match decode_record(source, key, r.value.as_deref()) {
+                Ok(Some(rec)) => out.apply(rec, only),
+                Ok(None) => {}
+                Err(_) => out.bad += 1,
+            }
+        })
         .await?;
         if out.bad > 0 {
             tracing::warn!(topic = %topic, records = out.bad, "skipped unreadable progress records");
@@ -351,11 +345,6 @@ pub struct TxnWrite {
     /// progress partition.
     pub next_sequence: i32,
 }
-
-/// How long a read of the progress waits for the transactions open when it began: longer than
-/// the timeout of strait's exactly-once transactions
-/// ([`crate::cluster::txn::TRANSACTION_TIMEOUT_MS`]), after which their coordinator aborts them.
-pub const OPEN_TRANSACTIONS_WAIT: std::time::Duration = std::time::Duration::from_secs(90);
 
 /// Bytes of keys and values per produce request of a flush, well under the default
 /// `max.message.bytes` (1 MiB).

@@ -12,7 +12,11 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use strait_dataplane::batch::{BatchBuilder, BatchWalker, Compression, Record, decode_records};
+use std::collections::HashMap;
+
+use strait_dataplane::batch::{
+    BatchBuilder, BatchWalker, Compression, ControlType, RawBatch, Record, decode_records,
+};
 use strait_dataplane::wire::WireError;
 use strait_dataplane::wire::produce::{PartitionBatch, TopicBatches, encode_produce_body};
 
@@ -192,26 +196,29 @@ pub async fn read_to_end(
     Ok(end)
 }
 
-/// Reads `topic`-`partition` under read_committed up to the high watermark it has when the
-/// read begins, waiting (at most `wait`) until no transaction that was open then is still open:
-/// the last stable offset must reach that high watermark first. A plain read_committed read
-/// stops at the last stable offset, so one open transaction would hide every record written
-/// after it, committed or not: exactly-once's start of a partition reads its progress this way,
-/// after fencing the partition's own transaction. Returns the end read to.
-pub async fn read_committed_past_open_transactions(
+/// Reads `topic`-`partition` from its start to the high watermark it has when the read begins
+/// under read_uncommitted, resolving transactions itself: `each` gets every record written
+/// outside a transaction at once, and a transaction's records when its COMMIT marker is read;
+/// records of aborted transactions, and of transactions still open at the high watermark, are
+/// never delivered. A read_committed read would stop at the first open transaction (the last
+/// stable offset) and hide every committed record after it: exactly-once's progress records
+/// share one partition, where other partitions' transactions are open at any moment (or for a
+/// whole transaction timeout, after their holder died). Open transactions' records are held
+/// until their marker; the internal topics read this way are small. Returns the end read to.
+pub async fn read_resolving_transactions(
     cluster: &Cluster,
     topic: &str,
     partition: i32,
-    wait: std::time::Duration,
-    each: impl FnMut(StoredRecord),
+    mut each: impl FnMut(StoredRecord),
 ) -> Result<i64, ClusterError> {
     let tp = TopicPartition::new(topic, partition);
-    let end_at = |isolation| async move {
-        let tp = TopicPartition::new(topic, partition);
-        let ends = cluster
-            .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Latest, isolation)
-            .await;
-        ends.into_values().next().unwrap_or_else(|| {
+    let isolation = IsolationLevel::ReadUncommitted;
+    let end = cluster
+        .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Latest, isolation)
+        .await
+        .into_values()
+        .next()
+        .unwrap_or_else(|| {
             Err(ClusterError::UnknownTopicOrPartition {
                 context: Box::new(
                     Context::new(cluster.alias(), "ListOffsets")
@@ -219,54 +226,106 @@ pub async fn read_committed_past_open_transactions(
                         .partition(partition),
                 ),
             })
-        })
-    };
-    let high_watermark = end_at(IsolationLevel::ReadUncommitted).await?;
-    let started = std::time::Instant::now();
-    loop {
-        let stable = end_at(IsolationLevel::ReadCommitted).await?;
-        if stable >= high_watermark {
-            break;
-        }
-        if started.elapsed() >= wait {
-            return Err(ClusterError::Invalid {
+        })?;
+    let start = cluster
+        .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Earliest, isolation)
+        .await
+        .into_values()
+        .next()
+        .transpose()?
+        .unwrap_or(0);
+    let mut open: HashMap<i64, Vec<StoredRecord>> = HashMap::new();
+    let mut position = start;
+    while position < end {
+        let (batches, next) = fetch_once_with(
+            cluster,
+            &tp,
+            position,
+            isolation,
+            MAX_FETCH_BYTES,
+            raw_batches,
+        )
+        .await?;
+        for b in batches {
+            if b.last_offset() < position || b.base_offset() >= end {
+                continue;
+            }
+            let invalid = |e: strait_dataplane::batch::BatchError| ClusterError::Invalid {
                 context: Box::new(
-                    Context::new(cluster.alias(), "ListOffsets")
+                    Context::new(cluster.alias(), "Fetch")
                         .topic(topic)
                         .partition(partition),
                 ),
-                message: format!(
-                    "the last stable offset stayed at {stable}, below the high watermark \
-                     {high_watermark}, for {} ms: a transaction on the partition is still open \
-                     (its coordinator aborts it after its transaction.timeout.ms)",
-                    wait.as_millis()
-                ),
-            });
+                message: e.to_string(),
+            };
+            let pid = b.producer_id();
+            if b.is_control() {
+                match b.control_type().map_err(invalid)? {
+                    Some(ControlType::Commit) => {
+                        open.remove(&pid).into_iter().flatten().for_each(&mut each);
+                    }
+                    Some(ControlType::Abort) => {
+                        open.remove(&pid);
+                    }
+                    // Other control records end no transaction.
+                    Some(ControlType::Empty | ControlType::Unknown(_)) | None => {}
+                }
+                continue;
+            }
+            let records = stored_records(&b, position, end).map_err(invalid)?;
+            if b.is_transactional() {
+                open.entry(pid).or_default().extend(records);
+            } else {
+                records.into_iter().for_each(&mut each);
+            }
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        if next <= position {
+            return Err(no_progress(cluster, &tp, position, Some(end)));
+        }
+        position = next;
     }
-    let starts = cluster
-        .list_offsets(
-            std::slice::from_ref(&tp),
-            OffsetSpec::Earliest,
-            IsolationLevel::ReadCommitted,
-        )
-        .await;
-    let start = starts.into_values().next().transpose()?.unwrap_or(0);
-    let mut each = each;
-    read_range(
-        cluster,
-        &tp,
-        start,
-        high_watermark,
-        IsolationLevel::ReadCommitted,
-        |r| {
-            each(r);
-            true
-        },
-    )
-    .await?;
-    Ok(high_watermark)
+    Ok(end)
+}
+
+/// The records of `b` with offsets in `from..end`.
+fn stored_records(
+    b: &RawBatch,
+    from: i64,
+    end: i64,
+) -> Result<Vec<StoredRecord>, strait_dataplane::batch::BatchError> {
+    let base = b.base_offset();
+    let timestamp_type = b.timestamp_type();
+    Ok(decode_records(b, MAX_DECOMPRESSED_BYTES)?
+        .into_iter()
+        .map(|r| StoredRecord {
+            offset: r.offset(base),
+            timestamp: r.timestamp,
+            key: r.key,
+            value: r.value,
+            headers: r.headers,
+            timestamp_type,
+        })
+        .filter(|r| (from..end).contains(&r.offset))
+        .collect())
+}
+
+/// Every batch of a fetched record set, and the offset after the last.
+fn raw_batches(
+    pd: PartitionData,
+    offset: i64,
+    ctx: &Context,
+) -> Result<(Vec<RawBatch>, i64), ClusterError> {
+    let mut next = offset;
+    let mut out = Vec::new();
+    for b in BatchWalker::new(pd.records.unwrap_or_default()) {
+        let b = b.map_err(|e| ClusterError::Invalid {
+            context: Box::new(ctx.clone()),
+            message: e.to_string(),
+        })?;
+        next = next.max(b.next_offset());
+        out.push(b);
+    }
+    Ok((out, next))
 }
 
 /// Reads records of `tp` with offsets in `from..end`, in order, skipping control batches and,
@@ -349,6 +408,27 @@ pub async fn fetch_once(
     isolation: IsolationLevel,
     max_bytes: i32,
 ) -> Result<(Vec<StoredRecord>, i64), ClusterError> {
+    fetch_once_with(
+        cluster,
+        tp,
+        offset,
+        isolation,
+        max_bytes,
+        |pd, offset, ctx| decode_partition(pd, offset, isolation, ctx),
+    )
+    .await
+}
+
+/// One fetch at `offset`, its partition's answer taken apart by `decode` (which returns what
+/// it found and the offset to read next).
+async fn fetch_once_with<T: Default>(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    offset: i64,
+    isolation: IsolationLevel,
+    max_bytes: i32,
+    decode: impl Fn(PartitionData, i64, &Context) -> Result<(T, i64), ClusterError>,
+) -> Result<(T, i64), ClusterError> {
     cluster
         .with_retries("Fetch", || async {
             let conn = cluster.leader_conn(tp, "Fetch").await?;
@@ -372,11 +452,11 @@ pub async fn fetch_once(
             if let Some(e) = ClusterError::kafka(ctx.clone(), pd.error_code, None) {
                 if e.is(ResponseError::OffsetOutOfRange) {
                     // Compaction or retention moved the start: continue from there.
-                    return Ok((Vec::new(), pd.log_start_offset.max(offset + 1)));
+                    return Ok((T::default(), pd.log_start_offset.max(offset + 1)));
                 }
                 return Err(e);
             }
-            decode_partition(pd, offset, isolation, &ctx)
+            decode(pd, offset, &ctx)
         })
         .await
 }

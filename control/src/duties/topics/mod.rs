@@ -557,7 +557,11 @@ impl TopicSync {
         let mut recovered = Vec::new();
         let (start, failed) = match decision {
             StartDecision::Start(o)
-                if (first_pass || self.recover.remove(&tp)) && io.progress.get(&tp).is_some() =>
+                // Exactly-once needs no recovery: past its committed progress the target holds
+                // only aborted records, which no read_committed consumer sees.
+                if (first_pass || self.recover.remove(&tp))
+                    && io.progress.get(&tp).is_some()
+                    && !plan.config.exactly_once.value =>
             {
                 let (start, segments) = recover_start(io, &tp, &remote, o).await;
                 recovered = segments;

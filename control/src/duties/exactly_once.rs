@@ -1,0 +1,436 @@
+//! Exactly-once forwarding, control's half (issue 26; the design is in docs/ARCHITECTURE.md,
+//! "Transactional forwarding"). Per source partition of a flow into a target with
+//! `exactly.once.source.support=enabled`: its transactional producer, taken over with
+//! InitProducerId (which fences any earlier holder) before its stored progress is read, and the
+//! commit cycle: seal the partition in its shard, write its progress inside the transaction,
+//! commit, open the next transaction, unseal.
+//!
+//! The phases are pure ([`ExactlyOnce::due_seals`], [`ExactlyOnce::on_sealed`], ...); the calls
+//! to the target are in the async methods, which the control loop runs with its deadlines. A
+//! call that fails leaves the partition in a phase the next turn takes up again, or aborts its
+//! transaction and restarts it from the progress its last commit stored: what read_committed
+//! consumers of the target see never goes past that progress.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strait_dataplane::shard::partition::ProducerIdentity;
+use strait_dataplane::shard::{PartitionKey, Transactional};
+
+use crate::cluster::txn::{TRANSACTION_TIMEOUT_MS, TxnEnd, TxnProducer};
+use kafka_protocol::ResponseError;
+
+use crate::cluster::{Cluster, ClusterError, TopicPartition};
+use crate::offsets::mapping::OffsetMapping;
+use crate::store::progress::{Entry, ProgressStore};
+
+/// The transactional id of one source partition of a flow: the same on every member and after
+/// every restart, so that whoever starts the partition fences whoever held it before. A colon
+/// cannot appear in a topic name, so the id is unambiguous.
+pub fn transactional_id(source: &str, target: &str, tp: &TopicPartition) -> String {
+    format!(
+        "strait-eos:{source}->{target}:{}:{}",
+        tp.topic, tp.partition
+    )
+}
+
+/// Where one partition's commit cycle stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Forwarding into the open transaction since `since`.
+    Open { since: Instant },
+    /// Seal sent; waiting for the shard's Sealed.
+    Sealing,
+    /// Everything sent is acknowledged: commit.
+    Sealed,
+    /// The commit failed and the transaction was aborted: the partition is being revoked in
+    /// its shard, to be taken over again (a new epoch) from the committed progress.
+    Restarting,
+    /// The partition stopped in its shard: abort its transaction, then nothing more.
+    Aborting,
+    /// Stopped (failed or fenced): nothing more is done for it.
+    Stopped,
+}
+
+#[derive(Debug)]
+struct TxnPartition {
+    key: PartitionKey,
+    remote: TopicPartition,
+    producer: TxnProducer,
+    /// The producer's next sequence on the progress partition.
+    progress_sequence: i32,
+    /// The progress the last commit stored (`None`: none yet, the start's decision stands).
+    committed: Option<Entry>,
+    phase: Phase,
+}
+
+/// What the control loop must tell a partition's shard after a commit round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterCommit {
+    /// Committed and the next transaction is open: unseal.
+    Unseal(PartitionKey),
+    /// The commit failed and the transaction was aborted: revoke the partition in its shard;
+    /// once it is revoked it is taken over again ([`ExactlyOnce::release`] says so) and starts
+    /// from the committed progress.
+    Restart(PartitionKey),
+    /// Fenced: stop the partition, with this error.
+    Fenced { key: PartitionKey, error: String },
+}
+
+/// Counters for `/metrics` and the API.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxnCounters {
+    pub committed: u64,
+    pub aborted: u64,
+    /// Sum and count of commit latencies (seal to commit), for an average.
+    pub commit_ms_total: u64,
+    pub fenced: u64,
+}
+
+/// One flow's exactly-once state.
+#[derive(Debug)]
+pub struct ExactlyOnce {
+    source: String,
+    target: String,
+    progress: TopicPartition,
+    interval: Duration,
+    parts: BTreeMap<TopicPartition, TxnPartition>,
+    sealed_at: BTreeMap<TopicPartition, Instant>,
+    counters: TxnCounters,
+}
+
+impl ExactlyOnce {
+    /// `progress_topic` is the flow's progress topic on the target; a transaction commits
+    /// every `interval`.
+    pub fn new(source: &str, target: &str, progress_topic: &str, interval: Duration) -> Self {
+        ExactlyOnce {
+            source: source.to_string(),
+            target: target.to_string(),
+            progress: TopicPartition::new(progress_topic, 0),
+            interval,
+            parts: BTreeMap::new(),
+            sealed_at: BTreeMap::new(),
+            counters: TxnCounters::default(),
+        }
+    }
+
+    pub fn counters(&self) -> TxnCounters {
+        self.counters
+    }
+
+    /// Whether `tp` is forwarded transactionally by this member now.
+    pub fn holds(&self, tp: &TopicPartition) -> bool {
+        self.parts.contains_key(tp)
+    }
+
+    /// Takes over `starts` (source partition key, remote partition) before they start: fences
+    /// every earlier holder (InitProducerId), reads their committed progress again (the read
+    /// waits for transactions open when it began), and opens a transaction holding the remote
+    /// partition and the progress partition. Returns, per partition, its producer for the
+    /// shard's assignment and the committed progress to start from, or why it cannot start.
+    pub async fn take_over(
+        &mut self,
+        target: &Cluster,
+        progress: &mut ProgressStore,
+        starts: &[(PartitionKey, TopicPartition)],
+        now: Instant,
+    ) -> Vec<(PartitionKey, Result<TakenOver, ClusterError>)> {
+        let mut fenced = Vec::new();
+        let mut out = Vec::new();
+        for (key, remote) in starts {
+            let tp = TopicPartition::new(&*key.topic, key.partition);
+            let id = transactional_id(&self.source, &self.target, &tp);
+            match target.init_txn_producer(&id, TRANSACTION_TIMEOUT_MS).await {
+                Ok(producer) => fenced.push((key.clone(), tp, remote.clone(), producer)),
+                Err(e) => out.push((key.clone(), Err(e))),
+            }
+        }
+        if fenced.is_empty() {
+            return out;
+        }
+        let tps: std::collections::BTreeSet<TopicPartition> =
+            fenced.iter().map(|(_, tp, _, _)| tp.clone()).collect();
+        let restored = match progress.reload(target, &tps).await {
+            Ok(m) => m,
+            Err(e) => {
+                out.extend(fenced.into_iter().map(|(k, ..)| (k, Err(e.clone()))));
+                return out;
+            }
+        };
+        for (key, tp, remote, producer) in fenced {
+            let parts = [remote.clone(), self.progress.clone()];
+            if let Err(e) = target.add_partitions_to_txn(&producer, &parts).await {
+                out.push((key, Err(e)));
+                continue;
+            }
+            progress.set_transactional(&tp, true);
+            let committed = progress.get(&tp);
+            let transactional = Transactional {
+                transactional_id: Arc::from(producer.transactional_id.as_str()),
+                producer: ProducerIdentity {
+                    id: producer.producer_id,
+                    epoch: producer.producer_epoch,
+                },
+            };
+            tracing::info!(partition = %tp, transactional_id = %producer.transactional_id, epoch = producer.producer_epoch, committed = ?committed.map(|e| e.next_offset), "exactly-once: partition taken over");
+            self.parts.insert(
+                tp.clone(),
+                TxnPartition {
+                    key: key.clone(),
+                    remote,
+                    producer,
+                    progress_sequence: 0,
+                    committed,
+                    phase: Phase::Open { since: now },
+                },
+            );
+            out.push((
+                key,
+                Ok(TakenOver {
+                    transactional,
+                    committed,
+                    mapping: restored.get(&tp).cloned(),
+                }),
+            ));
+        }
+        out
+    }
+
+    /// The partitions whose transaction is due to commit at `now` and that `running` says run
+    /// in a shard: the control loop seals them there.
+    pub fn due_seals(
+        &mut self,
+        now: Instant,
+        running: impl Fn(&PartitionKey) -> bool,
+    ) -> Vec<PartitionKey> {
+        let mut out = Vec::new();
+        for (tp, p) in &mut self.parts {
+            if let Phase::Open { since } = p.phase
+                && now.saturating_duration_since(since) >= self.interval
+                && running(&p.key)
+            {
+                p.phase = Phase::Sealing;
+                self.sealed_at.insert(tp.clone(), now);
+                out.push(p.key.clone());
+            }
+        }
+        out
+    }
+
+    /// The shard reports `tp` sealed: everything it sent is acknowledged.
+    pub fn on_sealed(&mut self, tp: &TopicPartition) {
+        if let Some(p) = self.parts.get_mut(tp)
+            && p.phase == Phase::Sealing
+        {
+            p.phase = Phase::Sealed;
+        }
+    }
+
+    /// A stop: every open partition that `running` says runs in a shard is sealed now,
+    /// whatever its interval (its commit is the stop's last).
+    pub fn seal_all(
+        &mut self,
+        now: Instant,
+        running: impl Fn(&PartitionKey) -> bool,
+    ) -> Vec<PartitionKey> {
+        let interval = std::mem::replace(&mut self.interval, Duration::ZERO);
+        let out = self.due_seals(now, running);
+        self.interval = interval;
+        out
+    }
+
+    /// Whether a partition waits for its shard's Sealed.
+    pub fn sealing(&self) -> bool {
+        self.parts.values().any(|p| p.phase == Phase::Sealing)
+    }
+
+    /// `tp` stopped in its shard (`fenced`: another holder fenced its producer). Its
+    /// transaction is aborted at the next round (unless fenced: the fencing aborted it).
+    pub fn on_failed(&mut self, tp: &TopicPartition, fenced: bool) {
+        if let Some(p) = self.parts.get_mut(tp) {
+            if fenced {
+                self.counters.fenced += 1;
+                p.phase = Phase::Stopped;
+            } else if p.phase != Phase::Stopped {
+                p.phase = Phase::Aborting;
+            }
+        }
+    }
+
+    /// Commits the sealed partitions' transactions (progress written inside, EndTxn, the next
+    /// transaction opened), and aborts those of failed partitions and of failed commits. Says
+    /// what to tell the shards. Each partition's state changes only once its calls are done,
+    /// so a round dropped half-way is taken up again by the next.
+    pub async fn commit_round(
+        &mut self,
+        target: &Cluster,
+        progress: &mut ProgressStore,
+        mappings: &mut OffsetMapping,
+        now_ms: i64,
+        now: Instant,
+    ) -> Vec<AfterCommit> {
+        let ready: Vec<TopicPartition> = self
+            .parts
+            .iter()
+            .filter(|(_, p)| matches!(p.phase, Phase::Sealed | Phase::Aborting))
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        let mut out = Vec::new();
+        for tp in ready {
+            let Some(p) = self.parts.get_mut(&tp) else {
+                continue;
+            };
+            if p.phase == Phase::Aborting {
+                if let Err(e) = target.end_txn(&p.producer, TxnEnd::Abort).await {
+                    tracing::warn!(partition = %tp, error = %e, "exactly-once: cannot abort the transaction of a stopped partition; the coordinator's timeout will");
+                }
+                self.counters.aborted += 1;
+                p.phase = Phase::Stopped;
+                continue;
+            }
+            match commit_one(target, progress, mappings, &tp, p, now_ms).await {
+                Ok(()) => {
+                    self.counters.committed += 1;
+                    if let Some(at) = self.sealed_at.remove(&tp) {
+                        self.counters.commit_ms_total +=
+                            now.saturating_duration_since(at).as_millis() as u64;
+                    }
+                    p.phase = Phase::Open { since: now };
+                    out.push(AfterCommit::Unseal(p.key.clone()));
+                }
+                Err(e) if is_fenced(&e) => {
+                    self.counters.fenced += 1;
+                    p.phase = Phase::Stopped;
+                    let error = format!(
+                        "fenced: another holder of transactional id {} took the partition over ({e}); this member stops it",
+                        p.producer.transactional_id
+                    );
+                    tracing::error!(partition = %tp, "{error}");
+                    out.push(AfterCommit::Fenced {
+                        key: p.key.clone(),
+                        error,
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(partition = %tp, error = %e, "exactly-once: commit failed; aborting the transaction and taking the partition over again from the committed progress");
+                    if let Err(e) = target.end_txn(&p.producer, TxnEnd::Abort).await {
+                        tracing::warn!(partition = %tp, error = %e, "exactly-once: abort failed; the take-over's fencing aborts it");
+                    }
+                    self.counters.aborted += 1;
+                    self.sealed_at.remove(&tp);
+                    p.phase = Phase::Restarting;
+                    out.push(AfterCommit::Restart(p.key.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// `tp` left its shard (revoked): its open transaction is aborted (its next holder copies
+    /// again from the committed progress) and the partition forgotten. Returns true when the
+    /// partition is to be taken over again at once (a failed commit restarts it). Best effort:
+    /// a transaction left open is aborted by the next holder's fencing or the coordinator's
+    /// timeout.
+    pub async fn release(
+        &mut self,
+        target: &Cluster,
+        progress: &mut ProgressStore,
+        tp: &TopicPartition,
+    ) -> bool {
+        let Some(p) = self.parts.remove(tp) else {
+            return false;
+        };
+        self.sealed_at.remove(tp);
+        progress.set_transactional(tp, false);
+        // Its uncommitted progress must not be flushed outside the transaction.
+        progress.discard(tp);
+        if matches!(
+            p.phase,
+            Phase::Open { .. } | Phase::Sealing | Phase::Sealed | Phase::Aborting
+        ) {
+            if let Err(e) = target.end_txn(&p.producer, TxnEnd::Abort).await {
+                tracing::warn!(partition = %tp, error = %e, "exactly-once: cannot abort the transaction of a released partition; its next holder or the coordinator's timeout will");
+            } else {
+                self.counters.aborted += 1;
+            }
+        }
+        p.phase == Phase::Restarting
+    }
+
+    /// Every partition held.
+    pub fn held(&self) -> Vec<TopicPartition> {
+        self.parts.keys().cloned().collect()
+    }
+}
+
+/// A partition taken over: what its shard assignment carries and where it starts.
+#[derive(Debug)]
+pub struct TakenOver {
+    pub transactional: Transactional,
+    /// The progress stored by the last committed transaction (read after fencing).
+    pub committed: Option<Entry>,
+    /// Its stored mapping, to translate with.
+    pub mapping: Option<crate::offsets::mapping::PartitionMapping>,
+}
+
+fn is_fenced(e: &ClusterError) -> bool {
+    e.is(ResponseError::ProducerFenced)
+        || e.is(ResponseError::InvalidProducerEpoch)
+        || e.is(ResponseError::TransactionalIdAuthorizationFailed)
+}
+
+/// Writes the partition's progress inside its transaction, commits, and opens the next.
+async fn commit_one(
+    target: &Cluster,
+    progress: &mut ProgressStore,
+    mappings: &mut OffsetMapping,
+    tp: &TopicPartition,
+    p: &mut TxnPartition,
+    now_ms: i64,
+) -> Result<(), ClusterError> {
+    let write = match progress.get(tp) {
+        Some(_) => Some(
+            progress
+                .write_in_txn(
+                    target,
+                    tp,
+                    &p.producer,
+                    p.progress_sequence,
+                    now_ms,
+                    mappings,
+                )
+                .await?,
+        ),
+        None => None,
+    };
+    if let Some(w) = &write {
+        // Consumed whatever happens next: the broker has the batch.
+        p.progress_sequence = w.next_sequence;
+    }
+    target.end_txn(&p.producer, TxnEnd::Commit).await?;
+    if let Some(w) = write {
+        progress.txn_committed(w, mappings);
+        p.committed = progress.get(tp);
+    }
+    let parts = [p.remote.clone(), TopicPartition::new(progress.topic(), 0)];
+    target.add_partitions_to_txn(&p.producer, &parts).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transactional_ids_are_stable_and_unambiguous() {
+        let tp = TopicPartition::new("orders.eu", 7);
+        assert_eq!(
+            transactional_id("A", "B", &tp),
+            "strait-eos:A->B:orders.eu:7"
+        );
+        assert_ne!(
+            transactional_id("A", "B", &TopicPartition::new("x", 11)),
+            transactional_id("A", "B", &TopicPartition::new("x1", 1))
+        );
+    }
+}
