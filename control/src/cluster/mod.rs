@@ -970,47 +970,50 @@ impl Cluster {
         if let Some(n) = self.coordinators.borrow().get(group) {
             return Ok(*n);
         }
-        let node = self
-            .retrying("FindCoordinator", || async {
-                let conn = self.any_conn().await?;
-                let version = conn
-                    .version_for::<FindCoordinatorRequest>()
-                    .map_err(|e| ClusterError::wire(self.ctx("FindCoordinator").group(group), e))?;
-                // v4+ batches keys; before that one key per request.
-                let req = if version >= 4 {
-                    FindCoordinatorRequest::default()
-                        .with_key_type(0)
-                        .with_coordinator_keys(vec![sb(group)])
-                } else {
-                    FindCoordinatorRequest::default()
-                        .with_key(sb(group))
-                        .with_key_type(0)
-                };
-                let resp = conn
-                    .send(&req, version)
-                    .await
-                    .map_err(|e| ClusterError::wire(self.ctx("FindCoordinator").group(group), e))?
-                    .decode::<FindCoordinatorRequest>()
-                    .await
-                    .map_err(|e| ClusterError::wire(self.ctx("FindCoordinator").group(group), e))?;
-                let (code, msg, node) = match resp.coordinators.first() {
-                    Some(c) => (c.error_code, c.error_message.clone(), c.node_id.0),
-                    None => (resp.error_code, resp.error_message.clone(), resp.node_id.0),
-                };
-                let ctx = self
-                    .ctx("FindCoordinator")
-                    .broker(conn.broker())
-                    .group(group);
-                match ClusterError::kafka(ctx, code, msg.map(|m| m.to_string())) {
-                    Some(e) => Err(e),
-                    None => Ok(node),
-                }
-            })
-            .await?;
+        let ctx = self.ctx("FindCoordinator").group(group);
+        let node = self.find_coordinator(0, group, &ctx).await?;
         self.coordinators
             .borrow_mut()
             .insert(group.to_string(), node);
         Ok(node)
+    }
+
+    /// FindCoordinator for `key` of `key_type` (0: a group, 1: a transactional id) on any
+    /// broker, with retries; `ctx` names what is looked up.
+    async fn find_coordinator(&self, key_type: i8, key: &str, ctx: &Context) -> Result<i32> {
+        self.retrying("FindCoordinator", || async {
+            let conn = self.any_conn().await?;
+            let ctx = ctx.clone().broker(conn.broker());
+            let version = conn
+                .version_for::<FindCoordinatorRequest>()
+                .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
+            // v4+ batches keys; before that one key per request.
+            let req = if version >= 4 {
+                FindCoordinatorRequest::default()
+                    .with_key_type(key_type)
+                    .with_coordinator_keys(vec![sb(key)])
+            } else {
+                FindCoordinatorRequest::default()
+                    .with_key(sb(key))
+                    .with_key_type(key_type)
+            };
+            let resp = conn
+                .send(&req, version)
+                .await
+                .map_err(|e| ClusterError::wire(ctx.clone(), e))?
+                .decode::<FindCoordinatorRequest>()
+                .await
+                .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
+            let (code, msg, node) = match resp.coordinators.first() {
+                Some(c) => (c.error_code, c.error_message.clone(), c.node_id.0),
+                None => (resp.error_code, resp.error_message.clone(), resp.node_id.0),
+            };
+            match ClusterError::kafka(ctx, code, msg.map(|m| m.to_string())) {
+                Some(e) => Err(e),
+                None => Ok(node),
+            }
+        })
+        .await
     }
 
     async fn coordinator_conn(&self, group: &str, api: &'static str) -> Result<BrokerConn> {

@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest,
-    TopicName, TransactionalId,
+    AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, TopicName, TransactionalId,
 };
 use strait_dataplane::io::BrokerConn;
 
@@ -88,41 +87,9 @@ impl Cluster {
         if let Some(n) = self.txn_coordinators.borrow().get(transactional_id) {
             return Ok(*n);
         }
-        let api = "FindCoordinator";
+        let ctx = self.txn_ctx("FindCoordinator", transactional_id);
         let node = self
-            .retrying(api, || async {
-                let conn = self.any_conn().await?;
-                let ctx = self.txn_ctx(api, transactional_id).broker(conn.broker());
-                let version = conn
-                    .version_for::<FindCoordinatorRequest>()
-                    .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
-                // v4+ batches keys; v0 knows only groups, and every broker strait supports has
-                // v1+.
-                let req = if version >= 4 {
-                    FindCoordinatorRequest::default()
-                        .with_key_type(KEY_TYPE_TRANSACTION)
-                        .with_coordinator_keys(vec![sb(transactional_id)])
-                } else {
-                    FindCoordinatorRequest::default()
-                        .with_key(sb(transactional_id))
-                        .with_key_type(KEY_TYPE_TRANSACTION)
-                };
-                let resp = conn
-                    .send(&req, version)
-                    .await
-                    .map_err(|e| ClusterError::wire(ctx.clone(), e))?
-                    .decode::<FindCoordinatorRequest>()
-                    .await
-                    .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
-                let (code, msg, node) = match resp.coordinators.first() {
-                    Some(c) => (c.error_code, c.error_message.clone(), c.node_id.0),
-                    None => (resp.error_code, resp.error_message.clone(), resp.node_id.0),
-                };
-                match ClusterError::kafka(ctx, code, msg.map(|m| m.to_string())) {
-                    Some(e) => Err(e),
-                    None => Ok(node),
-                }
-            })
+            .find_coordinator(KEY_TYPE_TRANSACTION, transactional_id, &ctx)
             .await?;
         self.txn_coordinators
             .borrow_mut()
@@ -145,6 +112,24 @@ impl Cluster {
     fn check_txn_coordinator(&self, transactional_id: &str, e: &ClusterError) {
         if e.is(ResponseError::NotCoordinator) || e.is(ResponseError::CoordinatorNotAvailable) {
             self.txn_coordinators.borrow_mut().remove(transactional_id);
+        }
+    }
+
+    /// The coordinator's answer: `ok()` when `code` is no error, else the error (forgetting the
+    /// coordinator when it says it moved).
+    fn txn_answer<T>(
+        &self,
+        transactional_id: &str,
+        ctx: Context,
+        code: i16,
+        ok: impl FnOnce() -> T,
+    ) -> Result<T> {
+        match ClusterError::kafka(ctx, code, None) {
+            Some(e) => {
+                self.check_txn_coordinator(transactional_id, &e);
+                Err(e)
+            }
+            None => Ok(ok()),
         }
     }
 
@@ -172,17 +157,11 @@ impl Cluster {
                 .call(&req)
                 .await
                 .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
-            match ClusterError::kafka(ctx, resp.error_code, None) {
-                Some(e) => {
-                    self.check_txn_coordinator(transactional_id, &e);
-                    Err(e)
-                }
-                None => Ok(TxnProducer {
-                    transactional_id: transactional_id.to_string(),
-                    producer_id: resp.producer_id.0,
-                    producer_epoch: resp.producer_epoch,
-                }),
-            }
+            self.txn_answer(transactional_id, ctx, resp.error_code, || TxnProducer {
+                transactional_id: transactional_id.to_string(),
+                producer_id: resp.producer_id.0,
+                producer_epoch: resp.producer_epoch,
+            })
         })
         .await
     }
@@ -266,13 +245,7 @@ impl Cluster {
                 .call(&req)
                 .await
                 .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
-            match ClusterError::kafka(ctx, resp.error_code, None) {
-                Some(e) => {
-                    self.check_txn_coordinator(txn, &e);
-                    Err(e)
-                }
-                None => Ok(()),
-            }
+            self.txn_answer(txn, ctx, resp.error_code, || ())
         })
         .await
     }

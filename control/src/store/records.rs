@@ -172,28 +172,44 @@ pub async fn read_to_end(
     mut each: impl FnMut(StoredRecord),
 ) -> Result<i64, ClusterError> {
     let tp = TopicPartition::new(topic, partition);
-    let ends = cluster
-        .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Latest, isolation)
-        .await;
-    let end = ends.into_values().next().unwrap_or_else(|| {
-        Err(ClusterError::UnknownTopicOrPartition {
-            context: Box::new(
-                Context::new(cluster.alias(), "ListOffsets")
-                    .topic(topic)
-                    .partition(partition),
-            ),
-        })
-    })?;
-    let starts = cluster
-        .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Earliest, isolation)
-        .await;
-    let start = starts.into_values().next().transpose()?.unwrap_or(0);
+    let (start, end) = log_bounds(cluster, &tp, isolation).await?;
     read_range(cluster, &tp, start, end, isolation, |r| {
         each(r);
         true
     })
     .await?;
     Ok(end)
+}
+
+/// `tp`'s log start and end under `isolation` (the end: the high watermark, or the last stable
+/// offset under read_committed).
+async fn log_bounds(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    isolation: IsolationLevel,
+) -> Result<(i64, i64), ClusterError> {
+    let end = cluster
+        .list_offsets(std::slice::from_ref(tp), OffsetSpec::Latest, isolation)
+        .await
+        .into_values()
+        .next()
+        .unwrap_or_else(|| {
+            Err(ClusterError::UnknownTopicOrPartition {
+                context: Box::new(
+                    Context::new(cluster.alias(), "ListOffsets")
+                        .topic(&tp.topic)
+                        .partition(tp.partition),
+                ),
+            })
+        })?;
+    let start = cluster
+        .list_offsets(std::slice::from_ref(tp), OffsetSpec::Earliest, isolation)
+        .await
+        .into_values()
+        .next()
+        .transpose()?
+        .unwrap_or(0);
+    Ok((start, end))
 }
 
 /// Reads `topic`-`partition` from its start to the high watermark it has when the read begins
@@ -213,27 +229,7 @@ pub async fn read_resolving_transactions(
 ) -> Result<i64, ClusterError> {
     let tp = TopicPartition::new(topic, partition);
     let isolation = IsolationLevel::ReadUncommitted;
-    let end = cluster
-        .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Latest, isolation)
-        .await
-        .into_values()
-        .next()
-        .unwrap_or_else(|| {
-            Err(ClusterError::UnknownTopicOrPartition {
-                context: Box::new(
-                    Context::new(cluster.alias(), "ListOffsets")
-                        .topic(topic)
-                        .partition(partition),
-                ),
-            })
-        })?;
-    let start = cluster
-        .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Earliest, isolation)
-        .await
-        .into_values()
-        .next()
-        .transpose()?
-        .unwrap_or(0);
+    let (start, end) = log_bounds(cluster, &tp, isolation).await?;
     let mut open: HashMap<i64, Vec<StoredRecord>> = HashMap::new();
     let mut position = start;
     while position < end {
