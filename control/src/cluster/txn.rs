@@ -6,7 +6,7 @@
 //! KIP-890 part 1): it adds every partition explicitly, and the epoch stays the same from one
 //! transaction to the next. `dataplane::wire::versions` caps AddPartitionsToTxn at v3 (v4+ is
 //! the brokers' batched form) and EndTxn at v4 (v5 starts KIP-890 part 2's epoch bump per
-//! transaction), so the same calls work on Kafka 3.x and 4.x.
+//! transaction), so that the same calls suit Kafka 3.x and 4.x (tested on the 4.x test bed only).
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -40,10 +40,10 @@ pub fn transactional_id(source: &str, target: &str, tp: &TopicPartition) -> Stri
 enum Phase {
     /// Forwarding into the open transaction since `since`.
     Open { since: Instant },
-    /// Seal sent; waiting for the shard's Sealed.
-    Sealing,
-    /// Everything sent is acknowledged: commit.
-    Sealed,
+    /// Seal sent at `since`; waiting for the shard's Sealed.
+    Sealing { since: Instant },
+    /// Everything sent is acknowledged (sealed at `since`): commit.
+    Sealed { since: Instant },
     /// The commit failed and the transaction was aborted: the partition is being revoked in
     /// its shard, to be taken over again (a new epoch) from the committed progress.
     Restarting,
@@ -96,7 +96,6 @@ pub struct ExactlyOnce {
     progress: TopicPartition,
     interval: Duration,
     parts: BTreeMap<TopicPartition, TxnPartition>,
-    sealed_at: BTreeMap<TopicPartition, Instant>,
     counters: TxnCounters,
 }
 
@@ -110,18 +109,12 @@ impl ExactlyOnce {
             progress: TopicPartition::new(progress_topic, 0),
             interval,
             parts: BTreeMap::new(),
-            sealed_at: BTreeMap::new(),
             counters: TxnCounters::default(),
         }
     }
 
     pub fn counters(&self) -> TxnCounters {
         self.counters
-    }
-
-    /// Whether `tp` is forwarded transactionally by this member now.
-    pub fn holds(&self, tp: &TopicPartition) -> bool {
-        self.parts.contains_key(tp)
     }
 
     /// Takes over `starts` (source partition key, remote partition) before they start: fences
@@ -205,13 +198,12 @@ impl ExactlyOnce {
         running: impl Fn(&PartitionKey) -> bool,
     ) -> Vec<PartitionKey> {
         let mut out = Vec::new();
-        for (tp, p) in &mut self.parts {
+        for p in self.parts.values_mut() {
             if let Phase::Open { since } = p.phase
                 && now.saturating_duration_since(since) >= self.interval
                 && running(&p.key)
             {
-                p.phase = Phase::Sealing;
-                self.sealed_at.insert(tp.clone(), now);
+                p.phase = Phase::Sealing { since: now };
                 out.push(p.key.clone());
             }
         }
@@ -221,9 +213,9 @@ impl ExactlyOnce {
     /// The shard reports `tp` sealed: everything it sent is acknowledged.
     pub fn on_sealed(&mut self, tp: &TopicPartition) {
         if let Some(p) = self.parts.get_mut(tp)
-            && p.phase == Phase::Sealing
+            && let Phase::Sealing { since } = p.phase
         {
-            p.phase = Phase::Sealed;
+            p.phase = Phase::Sealed { since };
         }
     }
 
@@ -242,7 +234,9 @@ impl ExactlyOnce {
 
     /// Whether a partition waits for its shard's Sealed.
     pub fn sealing(&self) -> bool {
-        self.parts.values().any(|p| p.phase == Phase::Sealing)
+        self.parts
+            .values()
+            .any(|p| matches!(p.phase, Phase::Sealing { .. }))
     }
 
     /// `tp` stopped in its shard (`fenced`: another holder fenced its producer). Its
@@ -273,7 +267,7 @@ impl ExactlyOnce {
         let ready: Vec<TopicPartition> = self
             .parts
             .iter()
-            .filter(|(_, p)| matches!(p.phase, Phase::Sealed | Phase::Aborting))
+            .filter(|(_, p)| matches!(p.phase, Phase::Sealed { .. } | Phase::Aborting))
             .map(|(tp, _)| tp.clone())
             .collect();
         let mut out = Vec::new();
@@ -292,9 +286,9 @@ impl ExactlyOnce {
             match commit_one(target, progress, mappings, &tp, p, now_ms).await {
                 Ok(()) => {
                     self.counters.committed += 1;
-                    if let Some(at) = self.sealed_at.remove(&tp) {
+                    if let Phase::Sealed { since } = p.phase {
                         self.counters.commit_ms_total +=
-                            now.saturating_duration_since(at).as_millis() as u64;
+                            now.saturating_duration_since(since).as_millis() as u64;
                     }
                     p.phase = Phase::Open { since: now };
                     out.push(AfterCommit::Unseal(p.key.clone()));
@@ -318,7 +312,6 @@ impl ExactlyOnce {
                         tracing::warn!(partition = %tp, error = %e, "exactly-once: abort failed; the take-over's fencing aborts it");
                     }
                     self.counters.aborted += 1;
-                    self.sealed_at.remove(&tp);
                     p.phase = Phase::Restarting;
                     out.push(AfterCommit::Restart(p.key.clone()));
                 }
@@ -341,13 +334,12 @@ impl ExactlyOnce {
         let Some(p) = self.parts.remove(tp) else {
             return false;
         };
-        self.sealed_at.remove(tp);
         progress.set_transactional(tp, false);
         // Its uncommitted progress must not be flushed outside the transaction.
         progress.discard(tp);
         if matches!(
             p.phase,
-            Phase::Open { .. } | Phase::Sealing | Phase::Sealed | Phase::Aborting
+            Phase::Open { .. } | Phase::Sealing { .. } | Phase::Sealed { .. } | Phase::Aborting
         ) {
             if let Err(e) = target.end_txn(&p.producer, TxnEnd::Abort).await {
                 tracing::warn!(partition = %tp, error = %e, "exactly-once: cannot abort the transaction of a released partition; its next holder or the coordinator's timeout will");

@@ -520,20 +520,7 @@ fn decode_partition(
         if verdict != strait_dataplane::batch::Verdict::Forward {
             continue;
         }
-        let base = b.base_offset();
-        let timestamp_type = b.timestamp_type();
-        let records =
-            decode_records(&b, MAX_DECOMPRESSED_BYTES).map_err(|e| invalid(e.to_string()))?;
-        for r in records {
-            out.push(StoredRecord {
-                offset: r.offset(base),
-                timestamp: r.timestamp,
-                key: r.key,
-                value: r.value,
-                headers: r.headers,
-                timestamp_type,
-            });
-        }
+        out.extend(stored_records(&b, i64::MIN, i64::MAX).map_err(|e| invalid(e.to_string()))?);
     }
     // A batch larger than our max bytes would stall us: the broker still returns it whole
     // as the first batch, so `next` always advances when records exist.
