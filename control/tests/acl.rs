@@ -629,6 +629,83 @@ fn preflight_lists_each_permission_and_whether_the_principal_has_it() {
     }
 }
 
+/// Exactly-once needs WRITE (and so DESCRIBE) on the flow's transactional ids, which no
+/// authorized-operations field reports: `strait check --connect` says it is missing and what
+/// to grant, `strait run` stops the partition naming the transactional id and the permission,
+/// and once the prefix is granted both pass and the records arrive, committed.
+#[test]
+fn exactly_once_needs_write_on_the_flows_transactional_ids() {
+    let (src, tgt) = (
+        Su::new(Testbed::get().source()),
+        Su::new(Testbed::get().target()),
+    );
+    let (s, t) = aliases();
+    let tag = tag();
+    let topic = format!("{tag}-eos");
+    let remote = format!("{s}.{topic}");
+    src.create(&topic, 1);
+    src.produce(&topic, 0, 25);
+    let cfg = config(
+        &s,
+        &t,
+        &tag,
+        &format!("{t}.exactly.once.source.support = enabled\n"),
+    );
+    let prefix = format!("strait-eos:{s}->{t}:");
+    let (code, out) = check_connect(&cfg);
+    assert_eq!(code, Some(1), "{out}");
+    for line in [
+        format!("MISSING WRITE, DESCRIBE on transactional ids with prefix {prefix} (exactly-once"),
+        "2 problem(s)".to_string(),
+    ] {
+        assert!(out.contains(&line), "no `{line}` in:\n{out}");
+    }
+
+    let mirror = format!("User:{}", Testbed::get().var("STRAIT_SASL_MIRROR_USER"));
+    let run = Strait::start(Path::new(STRAIT), &cfg, &[]);
+    let refused =
+        format!("{mirror} may not DESCRIBE transactional id {prefix}{topic}:0 on cluster {t}");
+    wait_for(
+        "the take-over refused, naming the id",
+        &run,
+        Duration::from_secs(60),
+        || run.stderr().contains(&refused),
+    );
+    run.signal("TERM");
+    let exit = run.wait(Duration::from_secs(30));
+    assert!(
+        exit.stderr
+            .contains(&format!("strait: partition {topic}-0 stopped: ")),
+        "{}",
+        exit.stderr
+    );
+    assert!(tgt.read_or_empty(&remote).is_empty(), "{}", exit.stderr);
+
+    // Granted as `strait check` says: WRITE on the prefix.
+    tgt.add_acls(&[AclBinding {
+        resource_type: acl::RESOURCE_TRANSACTIONAL_ID,
+        ..topic_acl(
+            &prefix,
+            acl::PATTERN_PREFIXED,
+            &mirror,
+            acl::OPERATION_WRITE,
+            acl::PERMISSION_ALLOW,
+        )
+    }]);
+    let (code, out) = check_connect(&cfg);
+    assert_eq!(code, Some(0), "{out}");
+    let line = format!("ok      WRITE, DESCRIBE on transactional ids with prefix {prefix} ");
+    assert!(out.contains(&line), "no `{line}` in:\n{out}");
+    strait_tests::strait::run_strait(
+        Path::new(STRAIT),
+        &cfg,
+        &["--until-caught-up"],
+        Duration::from_secs(90),
+    )
+    .expect_code(0);
+    assert_eq!(tgt.read(&remote).len(), 25);
+}
+
 /// A name that resolves to 127.0.0.1 but is not in the brokers' certificate (which names
 /// `localhost` and `127.0.0.1`): the machine's own names from /etc/hosts.
 fn other_loopback_name() -> String {

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use strait_tests::api::{api_addr, call, eventually};
+use strait_tests::http::request;
 use strait_tests::log::create_topic;
 use strait_tests::strait::{Strait, run_strait};
 use strait_tests::{Testbed, kafka_tool_ok, own_flow_config, unique, verifiable_producer};
@@ -31,14 +33,14 @@ impl Rng {
     }
 }
 
-/// Every value of `topic` on the target by partition, as Kafka's console consumer reads it
+/// Every value of `topic` on `bootstrap` by partition, as Kafka's console consumer reads it
 /// under read_committed.
-fn committed_values(topic: &str, expected: u64) -> BTreeMap<i32, Vec<u64>> {
+fn committed_values(bootstrap: &str, topic: &str, expected: u64) -> BTreeMap<i32, Vec<u64>> {
     let out = kafka_tool_ok(
         "kafka-console-consumer",
         &[
             "--bootstrap-server",
-            Testbed::get().target(),
+            bootstrap,
             "--topic",
             topic,
             "--from-beginning",
@@ -88,52 +90,130 @@ fn wait_taken_over(s: &Strait, partitions: usize) {
     }
 }
 
-#[test]
-fn sigkilled_over_and_over_it_leaves_every_record_exactly_once() {
-    let topic = unique("eos-kill");
-    let partitions = 3;
-    create_topic(Testbed::get().source(), &topic, partitions, &[]);
-    // A member restarted with the same static id takes its partitions back at once.
+/// `/flows`, `/metrics` and `strait ctl status` say that the flow forwards exactly-once and
+/// count its commits.
+fn shows_its_transactions(s: &Strait, flow: &str, partitions: usize) {
+    let api = api_addr(s);
+    let txn = eventually(30, "a committed transaction in /flows", || {
+        let (_, v) = call(&api, "GET", "/flows", None, "");
+        let f = v["flows"]
+            .as_array()?
+            .iter()
+            .find(|f| f["name"] == flow)?
+            .clone();
+        (f["transactions"]["committed"].as_u64()? > 0).then_some(f)
+    });
+    assert_eq!(txn["delivery"], "exactly_once", "{txn}");
+    assert_eq!(txn["transactions"]["partitions"], partitions, "{txn}");
+    assert!(
+        txn["transactions"]["commit_latency_max_ms"]
+            .as_u64()
+            .is_some(),
+        "{txn}"
+    );
+    let metrics = request(&api, "GET", "/metrics", None)
+        .expect("/metrics answers")
+        .body;
+    for line in [
+        format!("strait_flow_delivery{{flow=\"{flow}\",delivery=\"exactly_once\"}} 1"),
+        format!("strait_transaction_partitions{{flow=\"{flow}\"}} {partitions}"),
+        format!("strait_transactions_committed_total{{flow=\"{flow}\"}} "),
+        format!("strait_transaction_commit_latency_seconds_count{{flow=\"{flow}\"}} "),
+    ] {
+        assert!(metrics.contains(&line), "/metrics lacks {line}:\n{metrics}");
+    }
+    let out = std::process::Command::new(STRAIT)
+        .args(["ctl", "--api", &api, "status"])
+        .output()
+        .expect("strait ctl runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(flow) && l.contains("exactly_once")),
+        "{text}"
+    );
+    assert!(text.contains("transactions: "), "{text}");
+}
+
+/// A flow of `topic` into the test bed's target, forwarded exactly-once, with the API on and a
+/// static member id (`instance`): a member restarted with it takes its partitions back at once.
+fn eos_flow(topic: &str, instance: &str) -> (std::path::PathBuf, String, String) {
     let (cfg, flow, remote) = own_flow_config(
-        &topic,
-        "strait.group.instance.id = eos-kill\n\
-         strait.group.session.timeout.ms = 6000\n\
-         strait.group.heartbeat.interval.ms = 1000\n",
+        topic,
+        &format!(
+            "strait.group.instance.id = {instance}\n\
+             strait.group.session.timeout.ms = 6000\n\
+             strait.group.heartbeat.interval.ms = 1000\n\
+             strait.api.listen = 127.0.0.1:0\n"
+        ),
     );
     let target_alias = flow.split("->").nth(1).expect("a flow name");
     let cfg_text = std::fs::read_to_string(&cfg).unwrap()
         + &format!("{target_alias}.exactly.once.source.support = enabled\n");
     std::fs::write(&cfg, cfg_text).unwrap();
+    (cfg, flow, remote)
+}
 
+/// A seeded generator; the seed is printed.
+fn seeded() -> (u64, Rng) {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64;
     println!("seed {seed}");
-    let mut rng = Rng(seed);
-    let records: u64 = 60_000;
-    // About 40 s of production at 1 500 records/s: the kills happen while it writes.
-    let mut producer = verifiable_producer(Testbed::get().source(), &topic, records, 1_500);
-    for kill in 0..KILLS {
-        let s = Strait::start(Path::new(STRAIT), &cfg, &[]);
-        wait_taken_over(&s, partitions as usize);
-        // At a random moment of the copy: between commits, mid-commit, right after one.
+    (seed, Rng(seed))
+}
+
+/// Starts strait `kills` times, SIGKILLing it each time at a random moment (between commits,
+/// mid-commit, right after one) once it took its partitions over, then runs it
+/// `--until-caught-up` once `done` says the source is complete. The first start is asked
+/// what it shows (`/flows`, `/metrics`, `strait ctl`).
+fn kill_over_and_over(
+    cfg: &Path,
+    flow: &str,
+    partitions: usize,
+    kills: usize,
+    rng: &mut Rng,
+    done: impl FnOnce(),
+) {
+    for kill in 0..kills {
+        let s = Strait::start(Path::new(STRAIT), cfg, &[]);
+        wait_taken_over(&s, partitions);
+        if kill == 0 {
+            shows_its_transactions(&s, flow, partitions);
+        }
         std::thread::sleep(rng.below_ms(2_500));
         s.signal("KILL");
         let exit = s.wait(Duration::from_secs(10));
         assert_eq!(exit.code, None, "kill {kill}: killed by the signal");
     }
-    let status = producer.wait().expect("the producer runs");
-    assert!(status.success(), "kafka-verifiable-producer failed");
+    done();
     run_strait(
         Path::new(STRAIT),
-        &cfg,
+        cfg,
         &["--until-caught-up"],
         Duration::from_secs(120),
     )
     .expect_code(0);
+}
 
-    let seen = committed_values(&remote, records);
+#[test]
+fn sigkilled_over_and_over_it_leaves_every_record_exactly_once() {
+    let topic = unique("eos-kill");
+    let partitions = 3;
+    create_topic(Testbed::get().source(), &topic, partitions, &[]);
+    let (cfg, flow, remote) = eos_flow(&topic, "eos-kill");
+    let (seed, mut rng) = seeded();
+    let records: u64 = 60_000;
+    // About 40 s of production at 1 500 records/s: the kills happen while it writes.
+    let mut producer = verifiable_producer(Testbed::get().source(), &topic, records, 1_500);
+    kill_over_and_over(&cfg, &flow, partitions as usize, KILLS, &mut rng, || {
+        let status = producer.wait().expect("the producer runs");
+        assert!(status.success(), "kafka-verifiable-producer failed");
+    });
+
+    let seen = committed_values(Testbed::get().target(), &remote, records);
     let total: usize = seen.values().map(Vec::len).sum();
     let mut all: Vec<u64> = seen.values().flatten().copied().collect();
     all.sort_unstable();
@@ -150,4 +230,97 @@ fn sigkilled_over_and_over_it_leaves_every_record_exactly_once() {
         "seed {seed}: {records} produced; read_committed saw {total} ({lost} lost, {duplicated} duplicated, {out_of_order} out of order)"
     );
     assert_eq!(all.last().copied(), Some(records - 1));
+}
+
+/// A source written in transactions, some of them aborted: Kafka's transactional message
+/// copier copies a topic (from Kafka's verifiable producer) into the replicated one, 100
+/// records per transaction, aborting transactions at random and copying their records again.
+/// strait, SIGKILLed while it copies, leaves on the target exactly what a read_committed
+/// consumer of the source reads: every committed record once, in order, nothing aborted.
+#[test]
+fn a_source_with_its_own_aborted_transactions_arrives_committed_once() {
+    let source = Testbed::get().source();
+    let input = unique("eos-txin");
+    let topic = unique("eos-txsrc");
+    let partitions = 2;
+    create_topic(source, &input, partitions, &[]);
+    create_topic(source, &topic, partitions, &[]);
+    let records: u64 = 16_000;
+    let mut producer = verifiable_producer(source, &input, records, 20_000);
+    assert!(producer.wait().expect("the producer runs").success());
+    let (cfg, flow, remote) = eos_flow(&topic, "eos-txsrc");
+    let (seed, mut rng) = seeded();
+    // One copier per partition (it copies partition p to partition p), started together.
+    let mut copiers: Vec<std::process::Child> = strait_tests::log::offsets(source, &input)
+        .iter()
+        .enumerate()
+        .map(|(p, (_, end))| {
+            std::process::Command::new(strait_tests::repo_root().join("scripts/kafka-tool"))
+                .args([
+                    "kafka-run-class",
+                    "org.apache.kafka.tools.TransactionalMessageCopier",
+                    "--broker-list",
+                    source,
+                    "--input-topic",
+                    &input,
+                    "--input-partition",
+                    &p.to_string(),
+                    "--output-topic",
+                    &topic,
+                    "--transactional-id",
+                    &format!("{topic}-copier-{p}"),
+                    "--consumer-group",
+                    &format!("{topic}-copier"),
+                    "--transaction-size",
+                    "100",
+                    "--enable-random-aborts",
+                    "--max-messages",
+                    &end.to_string(),
+                ])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("the copier starts")
+        })
+        .collect();
+    kill_over_and_over(&cfg, &flow, partitions as usize, 6, &mut rng, || {
+        for c in &mut copiers {
+            assert!(
+                c.wait().expect("the copier runs").success(),
+                "TransactionalMessageCopier failed"
+            );
+        }
+    });
+
+    let committed = committed_values(source, &topic, records);
+    let copied = committed_values(Testbed::get().target(), &remote, records);
+    let n: usize = committed.values().map(Vec::len).sum();
+    assert_eq!(
+        n, records as usize,
+        "the copiers committed every record once"
+    );
+    // The aborted transactions are in the source's log: it holds more than was committed.
+    let source_end: i64 = strait_tests::log::offsets(source, &topic)
+        .iter()
+        .map(|(_, end)| end)
+        .sum();
+    println!("source log: {source_end} offsets for {n} committed records");
+    assert!(
+        source_end > n as i64 + 2 * (n as i64 / 100),
+        "no transaction was aborted"
+    );
+    for p in 0..partitions {
+        let (want, got) = (
+            committed.get(&p).cloned().unwrap_or_default(),
+            copied.get(&p).cloned().unwrap_or_default(),
+        );
+        let first_difference = want.iter().zip(&got).position(|(a, b)| a != b);
+        assert!(
+            want == got,
+            "seed {seed}: partition {p}: the source committed {} records, read_committed reads {} on the target; first difference at {first_difference:?}",
+            want.len(),
+            got.len()
+        );
+    }
 }

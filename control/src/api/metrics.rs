@@ -17,6 +17,8 @@ use prometheus_client::registry::Registry;
 use strait_dataplane::shard::LatencyHistogram;
 use strait_dataplane::shard::timing::BOUNDS_MS;
 
+use crate::model::counters::TxnCounters;
+
 use super::status::{
     ApiState, FlowStatus, PartitionStatus, PartitionVerification, ShardStatus, Status,
 };
@@ -57,6 +59,12 @@ pub const FAMILIES: &[&str] = &[
     "strait_flow_stalled_partitions",
     "strait_flow_verified_records_total",
     "strait_flow_verify_mismatches_total",
+    "strait_flow_delivery",
+    "strait_transactions_committed_total",
+    "strait_transactions_aborted_total",
+    "strait_transactions_fenced_total",
+    "strait_transaction_partitions",
+    "strait_transaction_commit_latency_seconds",
     "strait_offset_syncs_written_total",
     "strait_offset_sync_errors_total",
     "strait_checkpoint_rounds_total",
@@ -136,6 +144,7 @@ impl Collector for Snapshot {
         encode_flow_data(&mut e, &s.flows)?;
         encode_flow_states(&mut e, &s.flows)?;
         encode_verification(&mut e, &s.flows, s.settings.metrics_per_partition)?;
+        encode_transactions(&mut e, &s.flows)?;
         encode_offsets(&mut e, &s.flows)?;
         encode_syncs(&mut e, &s.flows)?;
         encode_heartbeats(&mut e, s)?;
@@ -527,6 +536,72 @@ fn reason_counters(
     )
 }
 
+/// Each flow's delivery guarantee, and the transactions of the flows forwarded exactly-once.
+fn encode_transactions(e: &mut DescriptorEncoder, flows: &[FlowStatus]) -> Fmt {
+    gauges(
+        e,
+        "strait_flow_delivery",
+        "1 for the flow's delivery guarantee (at_least_once, or exactly_once with \
+         exactly.once.source.support = enabled).",
+        flows.iter().map(|f| {
+            (
+                [("flow", f.name.as_str()), ("delivery", f.delivery.name())],
+                1i64,
+            )
+        }),
+    )?;
+    let txn: Vec<(&FlowStatus, &TxnCounters)> = flows
+        .iter()
+        .filter_map(|f| f.transactions.as_ref().map(|t| (f, t)))
+        .collect();
+    type TxnCounter = (&'static str, &'static str, fn(&TxnCounters) -> u64);
+    let simple: [TxnCounter; 3] = [
+        (
+            "strait_transactions_committed",
+            "Transactions committed (a partition's batches and progress).",
+            |t| t.committed,
+        ),
+        (
+            "strait_transactions_aborted",
+            "Transactions aborted (failed or revoked partitions, failed commits); their \
+             records are copied again.",
+            |t| t.aborted,
+        ),
+        (
+            "strait_transactions_fenced",
+            "Partitions stopped because another holder of their transactional id fenced this \
+             one.",
+            |t| t.fenced,
+        ),
+    ];
+    for (name, help, get) in simple {
+        counters(
+            e,
+            name,
+            help,
+            txn.iter().map(|(f, t)| (flow_label(f), get(t))),
+        )?;
+    }
+    gauges(
+        e,
+        "strait_transaction_partitions",
+        "Partitions holding a transactional producer.",
+        txn.iter().map(|(f, t)| {
+            (
+                flow_label(f),
+                i64::try_from(t.partitions).unwrap_or(i64::MAX),
+            )
+        }),
+    )?;
+    histograms(
+        e,
+        "strait_transaction_commit_latency_seconds",
+        "From a partition's seal (its shard stops sending) to the coordinator's answer to \
+         its commit.",
+        txn.iter().map(|(f, t)| (flow_label(f), &t.commit_latency)),
+    )
+}
+
 fn encode_offsets(e: &mut DescriptorEncoder, flows: &[FlowStatus]) -> Fmt {
     type FlowCounter = (&'static str, &'static str, fn(&FlowStatus) -> u64);
     let simple: [FlowCounter; 8] = [
@@ -793,6 +868,46 @@ mod tests {
         assert!(!text.contains("\nstrait_partition_"), "{text}");
         assert!(!text.contains("# TYPE strait_partition_"), "{text}");
         assert!(text.contains("strait_flow_lag_records{flow=\"A->B\"} 60\n"));
+    }
+
+    #[test]
+    fn each_flow_says_its_delivery_and_exactly_once_flows_their_transactions() {
+        let mut s = sample();
+        let text = render_metrics(&s, 0.0);
+        assert!(
+            text.contains("strait_flow_delivery{flow=\"A->B\",delivery=\"at_least_once\"} 1\n")
+        );
+        assert!(
+            !text.contains("\nstrait_transactions_committed_total"),
+            "{text}"
+        );
+        let mut t = TxnCounters {
+            aborted: 2,
+            fenced: 1,
+            partitions: 3,
+            ..TxnCounters::default()
+        };
+        t.committed_after(4);
+        t.committed_after(300);
+        s.flows[0].delivery = crate::api::Delivery::ExactlyOnce;
+        s.flows[0].transactions = Some(t);
+        let text = render_metrics(&s, 0.0);
+        for line in [
+            "strait_flow_delivery{flow=\"A->B\",delivery=\"exactly_once\"} 1\n",
+            "strait_transactions_committed_total{flow=\"A->B\"} 2\n",
+            "strait_transactions_aborted_total{flow=\"A->B\"} 2\n",
+            "strait_transactions_fenced_total{flow=\"A->B\"} 1\n",
+            "strait_transaction_partitions{flow=\"A->B\"} 3\n",
+            "strait_transaction_commit_latency_seconds_bucket{flow=\"A->B\",le=\"0.005\"} 1\n",
+            "strait_transaction_commit_latency_seconds_count{flow=\"A->B\"} 2\n",
+            "strait_transaction_commit_latency_seconds_sum{flow=\"A->B\"} 0.304\n",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        let json = serde_json::to_value(&s.flows[0]).unwrap();
+        assert_eq!(json["delivery"], "exactly_once");
+        assert_eq!(json["transactions"]["commit_latency_avg_ms"], 152);
+        assert_eq!(json["transactions"]["commit_latency_max_ms"], 300);
     }
 
     #[test]

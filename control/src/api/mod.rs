@@ -43,7 +43,7 @@ pub use metrics::render_metrics;
 pub use rest::{ApiError, ROUTES, router, serve};
 pub use state::Published;
 pub use status::{
-    ApiState, FlowStatus, ObservabilitySettings, PartitionStatus, PartitionVerification,
+    ApiState, Delivery, FlowStatus, ObservabilitySettings, PartitionStatus, PartitionVerification,
     ShardStatus, StallStatus, Status,
 };
 pub use tls::{ApiKeyStore, ApiTlsError};

@@ -6,8 +6,29 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use strait_dataplane::shard::{LatencyHistogram, ShardStats};
 
-use crate::model::counters::{HeartbeatCounters, OffsetsCounters, TopicCounters};
+use crate::model::counters::{HeartbeatCounters, OffsetsCounters, TopicCounters, TxnCounters};
 pub use crate::verify::continuous::PartitionVerification;
+
+/// What a flow promises the target's consumers.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// Nothing lost; after a crash or a lapse some records may be copied twice.
+    #[default]
+    AtLeastOnce,
+    /// `<target>.exactly.once.source.support = enabled`: read_committed consumers of the target
+    /// see every record once.
+    ExactlyOnce,
+}
+
+impl Delivery {
+    pub fn name(self) -> &'static str {
+        match self {
+            Delivery::AtLeastOnce => "at_least_once",
+            Delivery::ExactlyOnce => "exactly_once",
+        }
+    }
+}
 
 /// A partition's state in the REST API v1 (`/flows/...`).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
@@ -119,6 +140,10 @@ pub struct PartitionStatus {
 pub struct FlowStatus {
     /// `source->target`.
     pub name: String,
+    pub delivery: Delivery,
+    /// Its transactions, when it forwards exactly-once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transactions: Option<TxnCounters>,
     pub partitions: Vec<PartitionStatus>,
     /// Offset syncs, checkpoints and group-offset sync.
     pub offsets: OffsetsCounters,

@@ -20,7 +20,10 @@ use super::command::{
     Action, ApiCommand, CommandError, ConnectOffset, OffsetChange, Reply, Request, Scope,
 };
 use super::state::AppState;
-use super::status::{ApiState, FlowStatus, PartitionStatus, PartitionVerification, ShardStatus};
+use super::status::{
+    ApiState, Delivery, FlowStatus, PartitionStatus, PartitionVerification, ShardStatus,
+};
+use crate::model::counters::TxnCounters;
 
 /// How long a request waits for the control loop's answer.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -100,6 +103,11 @@ pub struct FlowView {
     /// Continuous verification of its partitions (`strait.verify.enabled`); absent when off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification: Option<FlowVerification>,
+    pub delivery: Delivery,
+    /// Its transactions (committed, aborted, fenced, commit latency) when it forwards
+    /// exactly-once; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transactions: Option<TxnCounters>,
 }
 
 /// What continuous verification found of a flow's partitions since this process started.
@@ -200,6 +208,8 @@ fn flow_view(f: &FlowStatus) -> FlowView {
         records_copied: f.partitions.iter().map(|p| p.records_copied).sum(),
         bytes_copied: f.partitions.iter().map(|p| p.bytes_copied).sum(),
         verification: flow_verification(f),
+        delivery: f.delivery,
+        transactions: f.transactions.clone(),
     }
 }
 

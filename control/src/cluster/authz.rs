@@ -13,7 +13,10 @@ pub enum Resource {
     Topic(String),
     Group(String),
     Cluster,
-    TransactionalId,
+    /// A transactional id, when the call's context names it.
+    TransactionalId(Option<String>),
+    /// The transactional ids that start with a prefix (an ACL of pattern type PREFIXED).
+    TransactionalIdPrefix(String),
 }
 
 impl fmt::Display for Resource {
@@ -22,7 +25,9 @@ impl fmt::Display for Resource {
             Resource::Topic(t) => write!(f, "topic {t}"),
             Resource::Group(g) => write!(f, "group {g}"),
             Resource::Cluster => f.write_str("the cluster"),
-            Resource::TransactionalId => f.write_str("the transactional id"),
+            Resource::TransactionalId(Some(id)) => write!(f, "transactional id {id}"),
+            Resource::TransactionalId(None) => f.write_str("the transactional id"),
+            Resource::TransactionalIdPrefix(p) => write!(f, "transactional ids with prefix {p}"),
         }
     }
 }
@@ -76,7 +81,13 @@ pub fn missing_permission(
             };
             (op, Resource::Cluster)
         }
-        E::TransactionalIdAuthorizationFailed => ("WRITE", Resource::TransactionalId),
+        E::TransactionalIdAuthorizationFailed => {
+            let op = match api {
+                "FindCoordinator" => "DESCRIBE",
+                _ => "WRITE",
+            };
+            (op, Resource::TransactionalId(None))
+        }
         _ => return None,
     };
     Some(Missing {
@@ -190,6 +201,18 @@ mod tests {
                 E::ClusterAuthorizationFailed,
                 "IDEMPOTENT_WRITE",
                 "the cluster",
+            ),
+            (
+                "InitProducerId",
+                E::TransactionalIdAuthorizationFailed,
+                "WRITE",
+                "the transactional id",
+            ),
+            (
+                "FindCoordinator",
+                E::TransactionalIdAuthorizationFailed,
+                "DESCRIBE",
+                "the transactional id",
             ),
         ];
         for (api, e, op, res) in cases {

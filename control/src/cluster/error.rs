@@ -227,7 +227,11 @@ fn kafka_text(context: &Context, error: ResponseError, message: Option<&str>) ->
         context.topic.as_deref(),
         context.group.as_deref(),
     );
-    if let Some(missing) = missing {
+    if let Some(mut missing) = missing {
+        if missing.resource == super::authz::Resource::TransactionalId(None) {
+            missing.resource =
+                super::authz::Resource::TransactionalId(context.transactional_id.clone());
+        }
         text.push_str(": ");
         text.push_str(&super::authz::explain(
             &missing,

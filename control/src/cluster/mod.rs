@@ -307,6 +307,7 @@ pub mod acl {
     pub const RESOURCE_TOPIC: i8 = 2;
     pub const RESOURCE_GROUP: i8 = 3;
     pub const RESOURCE_CLUSTER: i8 = 4;
+    pub const RESOURCE_TRANSACTIONAL_ID: i8 = 5;
     pub const PATTERN_ANY: i8 = 1;
     pub const PATTERN_LITERAL: i8 = 3;
     pub const PATTERN_PREFIXED: i8 = 4;

@@ -302,6 +302,7 @@ pub fn render_status(v: &Value) -> String {
             [
                 "name",
                 "state",
+                "delivery",
                 "partitions",
                 "lag_records",
                 "lag_seconds",
@@ -317,6 +318,7 @@ pub fn render_status(v: &Value) -> String {
         &[
             "FLOW",
             "STATE",
+            "DELIVERY",
             "PARTITIONS",
             "LAG",
             "LAG_S",
@@ -345,22 +347,41 @@ pub fn render_status(v: &Value) -> String {
             ],
             &rows,
         ));
-        let ver = &f["verification"];
-        if ver.is_object() {
-            let _ = writeln!(
-                out,
-                "continuous verification: {} records verified in {} partitions, {} mismatches{}",
-                cell(&ver["records_verified"]),
-                cell(&ver["partitions"]),
-                cell(&ver["mismatches"]),
-                ver["first_mismatch"]
-                    .as_str()
-                    .map_or(String::new(), |m| format!("; first: {m}"))
-            );
-        }
+        render_flow_notes(&mut out, f);
     }
     render_group(&mut out, &v["group"]);
     out
+}
+
+/// The lines under a flow's partitions: its transactions (exactly-once) and what continuous
+/// verification found.
+fn render_flow_notes(out: &mut String, f: &Value) {
+    let txn = &f["transactions"];
+    if txn.is_object() {
+        let _ = writeln!(
+            out,
+            "transactions: {} committed, {} aborted, {} fenced; {} partitions transactional; commit latency {} ms on average, {} ms at most",
+            cell(&txn["committed"]),
+            cell(&txn["aborted"]),
+            cell(&txn["fenced"]),
+            cell(&txn["partitions"]),
+            cell(&txn["commit_latency_avg_ms"]),
+            cell(&txn["commit_latency_max_ms"]),
+        );
+    }
+    let ver = &f["verification"];
+    if ver.is_object() {
+        let _ = writeln!(
+            out,
+            "continuous verification: {} records verified in {} partitions, {} mismatches{}",
+            cell(&ver["records_verified"]),
+            cell(&ver["partitions"]),
+            cell(&ver["mismatches"]),
+            ver["first_mismatch"]
+                .as_str()
+                .map_or(String::new(), |m| format!("; first: {m}"))
+        );
+    }
 }
 
 /// One row per partition of a flow in `status`: an error, or why the partition is not assigned
@@ -565,6 +586,33 @@ mod tests {
         assert!(row("0").ends_with("this member is out of group g"), "{out}");
         assert!(row("1").ends_with("refused"), "{out}");
         assert!(out.contains("WHY"), "{out}");
+    }
+
+    #[test]
+    fn status_shows_each_flows_delivery_and_its_transactions() {
+        let v = serde_json::json!({
+            "flows": [
+                {"name": "A->B", "state": "RUNNING", "delivery": "exactly_once",
+                 "transactions": {"committed": 41, "aborted": 2, "fenced": 0, "partitions": 3,
+                                  "commit_latency_avg_ms": 7, "commit_latency_max_ms": 30}},
+                {"name": "B->A", "state": "RUNNING", "delivery": "at_least_once"}
+            ]
+        });
+        let out = render_status(&v);
+        assert!(out.contains("DELIVERY"), "{out}");
+        let row = |flow: &str| {
+            out.lines()
+                .find(|l| l.starts_with(flow))
+                .unwrap_or_else(|| panic!("no row for {flow} in\n{out}"))
+                .to_string()
+        };
+        assert!(row("A->B ").contains("exactly_once"), "{out}");
+        assert!(row("B->A ").contains("at_least_once"), "{out}");
+        assert!(
+            out.contains("transactions: 41 committed, 2 aborted, 0 fenced; 3 partitions transactional; commit latency 7 ms on average, 30 ms at most"),
+            "{out}"
+        );
+        assert_eq!(out.matches("transactions:").count(), 1, "{out}");
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! `strait check --connect`: connects to every cluster of each enabled flow as the configured
 //! principal and lists every permission strait needs there and whether the principal has it,
-//! before anything is replicated. Nothing is changed on the clusters: the answers come from
-//! Kafka's authorized-operations fields (KIP-430) and validate-only topic creation.
+//! before anything is replicated. Nothing is changed on the clusters but one registration: the
+//! answers come from Kafka's authorized-operations fields (KIP-430) and validate-only topic
+//! creation; for a flow forwarding exactly-once, InitProducerId of the transactional id
+//! `strait-eos:<source>-><target>:strait-check` on the target (which opens no transaction; the
+//! coordinator forgets the id after `transactional.id.expiration.ms`) shows WRITE on the
+//! flow's transactional ids, which no authorized-operations field reports.
 //!
 //! What is needed ([`needs`]) is pure: it follows the flow's settings (checkpoints, group sync,
 //! heartbeats, config and ACL sync, where the offset syncs live).
@@ -115,7 +119,23 @@ fn group_need(cfg: &Mm2Config, flow: &FlowConfig) -> Option<Need> {
 pub fn needs(flow: &FlowConfig, source_topics: &[String], probe_group: &str) -> Vec<Need> {
     let mut out = topic_needs(flow, source_topics);
     out.extend(duty_needs(flow, probe_group));
+    out.extend(exactly_once_need(flow));
     out
+}
+
+/// Exactly-once's transactional producers: WRITE on the flow's transactional ids.
+fn exactly_once_need(flow: &FlowConfig) -> Option<Need> {
+    flow.exactly_once.value.then(|| {
+        need(
+            Side::Target,
+            Resource::TransactionalIdPrefix(crate::duties::exactly_once::transactional_id_prefix(
+                &flow.source,
+                &flow.target,
+            )),
+            &[WRITE, DESCRIBE],
+            "exactly-once (a transactional producer per source partition)",
+        )
+    })
 }
 
 /// The source topics and their remote topics.
@@ -383,11 +403,57 @@ async fn topic_verdicts(
     }
 }
 
+/// The verdicts for `ops` (WRITE, DESCRIBE) on a flow's transactional ids: InitProducerId of
+/// `probe_id`, under their prefix, needs WRITE; finding its coordinator needs DESCRIBE. Any
+/// other refusal (e.g. a cluster whose transaction state topic cannot be created) is named.
+async fn transactional_verdicts(
+    c: &Cluster,
+    ops: &[(i8, &'static str)],
+    probe_id: &str,
+) -> Vec<Verdict> {
+    let refused =
+        |e: &ClusterError| e.is(kafka_protocol::ResponseError::TransactionalIdAuthorizationFailed);
+    let (write, describe) = match c.txn_coordinator(probe_id).await {
+        Err(e) if refused(&e) => {
+            let why = format!("not allowed (FindCoordinator of {probe_id}: {e})");
+            (Verdict::Missing(why.clone()), Verdict::Missing(why))
+        }
+        Err(e) => {
+            let why = format!("the cluster cannot coordinate transactions: {e}");
+            (Verdict::Missing(why.clone()), Verdict::Missing(why))
+        }
+        Ok(_) => match c
+            .init_txn_producer(probe_id, crate::cluster::txn::TRANSACTION_TIMEOUT_MS)
+            .await
+        {
+            Ok(_) => (Verdict::Granted, Verdict::Granted),
+            Err(e) if refused(&e) => (
+                Verdict::Missing(format!("not allowed (InitProducerId of {probe_id}: {e})")),
+                Verdict::Granted,
+            ),
+            Err(e) => (
+                Verdict::Missing(format!("InitProducerId of {probe_id} failed: {e}")),
+                Verdict::Granted,
+            ),
+        },
+    };
+    ops.iter()
+        .map(|(op, _)| {
+            if *op == acl::OPERATION_WRITE {
+                write.clone()
+            } else {
+                describe.clone()
+            }
+        })
+        .collect()
+}
+
 /// Evaluates the needs of one cluster.
 async fn check_side(
     c: &Cluster,
     needs: &[&Need],
     cluster_bits: Result<i32, ClusterError>,
+    probe_id: &str,
 ) -> Vec<Line> {
     let topics: Vec<String> = needs
         .iter()
@@ -423,7 +489,10 @@ async fn check_side(
                     })
                     .collect(),
             },
-            Resource::Cluster | Resource::TransactionalId => n
+            Resource::TransactionalIdPrefix(_) => {
+                transactional_verdicts(c, &n.operations, probe_id).await
+            }
+            Resource::Cluster | Resource::TransactionalId(_) => n
                 .operations
                 .iter()
                 .map(|(op, _)| match &cluster_bits {
@@ -511,7 +580,11 @@ pub async fn preflight(cfg: &Mm2Config, flow: &FlowConfig) -> Result<Report, Pre
             .clusters
             .push((c.alias().to_string(), authz::principal(conn), None));
         let mine: Vec<&Need> = all.iter().filter(|n| n.side == side).collect();
-        report.lines.extend(check_side(c, &mine, bits).await);
+        let probe_id =
+            crate::duties::exactly_once::preflight_transactional_id(&flow.source, &flow.target);
+        report
+            .lines
+            .extend(check_side(c, &mine, bits, &probe_id).await);
     }
     Ok(report)
 }
@@ -581,6 +654,11 @@ mod tests {
         let n = needs(&off, &["orders".to_string()], "x");
         assert_eq!(ops(&n, Side::Source, &t("orders")), ["READ", "DESCRIBE"]);
         assert!(ops(&n, Side::Source, &Resource::Cluster).is_empty());
+        let ids = Resource::TransactionalIdPrefix("strait-eos:A->B:".into());
+        assert!(ops(&n, Side::Target, &ids).is_empty());
+        let eos = flow("B.exactly.once.source.support = enabled\n");
+        let n = needs(&eos, &["orders".to_string()], "x");
+        assert_eq!(ops(&n, Side::Target, &ids), ["WRITE", "DESCRIBE"]);
         assert!(ops(&n, Side::Target, &t("heartbeats")).is_empty());
         assert!(ops(&n, Side::Source, &Resource::Group("x".into())).is_empty());
         assert_eq!(

@@ -22,6 +22,7 @@ use crate::cluster::txn::{TRANSACTION_TIMEOUT_MS, TxnEnd, TxnProducer};
 use kafka_protocol::ResponseError;
 
 use crate::cluster::{Cluster, ClusterError, TopicPartition};
+use crate::model::counters::TxnCounters;
 use crate::offsets::mapping::OffsetMapping;
 use crate::store::progress::{Entry, ProgressStore};
 
@@ -30,9 +31,22 @@ use crate::store::progress::{Entry, ProgressStore};
 /// cannot appear in a topic name, so the id is unambiguous.
 pub fn transactional_id(source: &str, target: &str, tp: &TopicPartition) -> String {
     format!(
-        "strait-eos:{source}->{target}:{}:{}",
-        tp.topic, tp.partition
+        "{}{}:{}",
+        transactional_id_prefix(source, target),
+        tp.topic,
+        tp.partition
     )
+}
+
+/// What every transactional id of a flow starts with (what its ACL names, pattern PREFIXED).
+pub fn transactional_id_prefix(source: &str, target: &str) -> String {
+    format!("strait-eos:{source}->{target}:")
+}
+
+/// The transactional id `strait check --connect` registers to prove the WRITE permission on
+/// the flow's ids: under their prefix, and no partition's (it has no `:<partition>`).
+pub fn preflight_transactional_id(source: &str, target: &str) -> String {
+    format!("{}strait-check", transactional_id_prefix(source, target))
 }
 
 /// Where one partition's commit cycle stands.
@@ -78,16 +92,6 @@ pub enum AfterCommit {
     Fenced { key: PartitionKey, error: String },
 }
 
-/// Counters for `/metrics` and the API.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TxnCounters {
-    pub committed: u64,
-    pub aborted: u64,
-    /// Sum and count of commit latencies (seal to commit), for an average.
-    pub commit_ms_total: u64,
-    pub fenced: u64,
-}
-
 /// One flow's exactly-once state.
 #[derive(Debug)]
 pub struct ExactlyOnce {
@@ -113,8 +117,12 @@ impl ExactlyOnce {
         }
     }
 
+    /// What it did, for the API and `/metrics`.
     pub fn counters(&self) -> TxnCounters {
-        self.counters
+        TxnCounters {
+            partitions: self.parts.len(),
+            ..self.counters.clone()
+        }
     }
 
     /// Takes over `starts` (source partition key, remote partition) before they start: fences
@@ -285,11 +293,13 @@ impl ExactlyOnce {
             }
             match commit_one(target, progress, mappings, &tp, p, now_ms).await {
                 Ok(()) => {
-                    self.counters.committed += 1;
-                    if let Phase::Sealed { since } = p.phase {
-                        self.counters.commit_ms_total +=
-                            now.saturating_duration_since(since).as_millis() as u64;
-                    }
+                    // Seal to the coordinator's answer (the round's `now` is before the calls).
+                    let took = match p.phase {
+                        Phase::Sealed { since } => Instant::now().saturating_duration_since(since),
+                        _ => Duration::ZERO,
+                    };
+                    self.counters
+                        .committed_after(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
                     p.phase = Phase::Open { since: now };
                     out.push(AfterCommit::Unseal(p.key.clone()));
                 }

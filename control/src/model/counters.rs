@@ -80,6 +80,38 @@ pub struct TopicCounters {
     pub acls: SyncCounters,
 }
 
+/// The transactions of one flow forwarded exactly-once (`duties/exactly_once.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TxnCounters {
+    /// Transactions committed (one per partition about every commit interval).
+    pub committed: u64,
+    /// Transactions aborted: of failed or revoked partitions, and of failed commits.
+    pub aborted: u64,
+    /// Partitions stopped because another holder of their transactional id fenced this one.
+    pub fenced: u64,
+    /// Partitions holding a transactional producer now.
+    pub partitions: usize,
+    /// Commit latency, from the seal (the shard stops sending the partition's batches) to the
+    /// coordinator's answer to EndTxn, ms: the mean and the largest.
+    pub commit_latency_avg_ms: u64,
+    pub commit_latency_max_ms: u64,
+    /// The same latencies, for `/metrics`.
+    #[serde(skip)]
+    pub commit_latency: LatencyHistogram,
+}
+
+impl TxnCounters {
+    /// One commit that took `ms`.
+    pub fn committed_after(&mut self, ms: u64) {
+        self.committed += 1;
+        self.commit_latency
+            .observe(i64::try_from(ms).unwrap_or(i64::MAX), 1);
+        self.commit_latency_max_ms = self.commit_latency_max_ms.max(ms);
+        self.commit_latency_avg_ms =
+            self.commit_latency.sum_ms / self.commit_latency.count().max(1);
+    }
+}
+
 /// Adds one to the count of `reason`.
 pub fn bump(map: &mut BTreeMap<&'static str, u64>, reason: &'static str) {
     *map.entry(reason).or_default() += 1;

@@ -12,7 +12,9 @@ use strait_dataplane::shard::timing::add_timings;
 use strait_dataplane::shard::{FlowId, PartitionKey, PartitionProgress, PathCounts, ShardStats};
 
 use super::{FlowRuntime, RunOptions};
-use crate::api::{FlowStatus, ObservabilitySettings, PartitionStatus, StallStatus, Status};
+use crate::api::{
+    Delivery, FlowStatus, ObservabilitySettings, PartitionStatus, StallStatus, Status,
+};
 
 /// What a shard counts for one partition from the moment it gets it (a stint).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -160,6 +162,10 @@ pub(super) fn fill(
 fn fill_flow(fs: &mut FlowStatus, f: &FlowRuntime, fid: FlowId, wall_ms: i64) {
     fs.offsets = f.offsets.counters().clone();
     fs.topic_sync = f.topics.counters();
+    if let Some(eos) = &f.eos {
+        fs.delivery = Delivery::ExactlyOnce;
+        fs.transactions = Some(eos.counters());
+    }
     for p in &mut fs.partitions {
         f.observed.fill(fid, p, wall_ms);
     }
