@@ -656,9 +656,6 @@ mod tests {
         assert!(ops(&n, Side::Source, &Resource::Cluster).is_empty());
         let ids = Resource::TransactionalIdPrefix("strait-eos:A->B:".into());
         assert!(ops(&n, Side::Target, &ids).is_empty());
-        let eos = flow("B.exactly.once.source.support = enabled\n");
-        let n = needs(&eos, &["orders".to_string()], "x");
-        assert_eq!(ops(&n, Side::Target, &ids), ["WRITE", "DESCRIBE"]);
         assert!(ops(&n, Side::Target, &t("heartbeats")).is_empty());
         assert!(ops(&n, Side::Source, &Resource::Group("x".into())).is_empty());
         assert_eq!(
@@ -669,6 +666,9 @@ mod tests {
             probe_group(&flow("A->B.groups = .*\n")),
             "strait-preflight-probe"
         );
+        let eos = flow("B.exactly.once.source.support = enabled\n");
+        let n = needs(&eos, &["orders".to_string()], "x");
+        assert_eq!(ops(&n, Side::Target, &ids), ["WRITE", "DESCRIBE"]);
     }
 
     #[test]
