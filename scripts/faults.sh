@@ -4,8 +4,11 @@
 # per scenario (tests/tests/faults.rs), every record checked; prints the table of the run
 # (scenario, records produced, found, lost, duplicated, out of order, recovery s, max RSS).
 #
-# Usage: scripts/faults.sh [--full] [--keep] [--results FILE] [FILTER...]
+# Usage: scripts/faults.sh [--full] [--exactly-once] [--keep] [--results FILE] [FILTER...]
 #   --full     the long version (20 SIGKILLs, 60 s outages, larger volumes); default: the short one
+#   --exactly-once  the scenarios with exactly-once forwarding on (`T.exactly.once.source.support
+#              = enabled`): rows named <scenario>-eos, and any duplicate a read_committed
+#              consumer of the target sees fails the scenario
 #   --keep     leave the fault clusters running afterwards (default: stop what this run started)
 #   --results  also write the table (Markdown) to FILE
 #   FILTER     run only the scenarios whose test name contains it (cargo test filters)
@@ -21,10 +24,11 @@ STRAIT_PROG=faults.sh
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-profile=short keep=0 results_out="" filters=()
+profile=short eos=0 keep=0 results_out="" filters=()
 while (($# > 0)); do
   case "$1" in
     --full) profile=full ;;
+    --exactly-once) eos=1 ;;
     --keep) keep=1 ;;
     --results)
       (($# >= 2)) || strait_die "--results needs a file"
@@ -72,9 +76,10 @@ results="$STRAIT_TESTBED_DIR/faults/results-$(date +%Y%m%d-%H%M%S)-$$.tsv"
 mkdir -p "$(dirname "$results")"
 : >"$results"
 t0=$SECONDS
-printf '\n==> fault scenarios (%s profile), rows in %s\n' "$profile" "$results" >&2
+printf '\n==> fault scenarios (%s profile%s), rows in %s\n' "$profile" \
+  "$( ((eos)) && echo ", exactly-once")" "$results" >&2
 rc=0
-STRAIT_FAULTS_PROFILE="$profile" STRAIT_FAULTS_RESULTS="$results" \
+STRAIT_FAULTS_PROFILE="$profile" STRAIT_FAULTS_RESULTS="$results" STRAIT_FAULTS_EXACTLY_ONCE="$eos" \
   cargo test -p strait-tests --test faults -- --test-threads=1 "${filters[@]}" || rc=$?
 
 # The table, from the rows the scenarios appended (tab-separated; notes last).

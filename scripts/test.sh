@@ -242,3 +242,27 @@ for entry in "${FAULT_SCENARIOS[@]}"; do
   cut -f1 "$fault_results" | grep -qxF -- "${entry#*=}" || no_row+=("${entry%%=*} (${entry#*=})")
 done
 ((${#no_row[@]} == 0)) || strait_die "fault scenarios that wrote no result row: ${no_row[*]}"
+
+# The same scenarios with exactly-once forwarding on fail on any duplicate a read_committed
+# consumer of the target sees. Those where a broker or strait itself dies, restarts or stops
+# answering run here; scripts/faults.sh --exactly-once runs them all.
+FAULT_SCENARIOS_EOS=(
+  strait_sigkilled_repeatedly=strait-sigkill-eos
+  rolling_restart=rolling-restart-eos
+  target_broker_killed_and_left_down=target-broker-killed-eos
+  target_connection_resets=target-resets-eos
+)
+step "fault tests with exactly-once (short profile, ${#FAULT_SCENARIOS_EOS[@]} scenarios)"
+: >"$fault_results"
+fault_t0=$SECONDS
+fault_rc=0
+STRAIT_FAULTS_PROFILE=short STRAIT_FAULTS_RESULTS="$fault_results" STRAIT_FAULTS_EXACTLY_ONCE=1 \
+  cargo test -p strait-tests --test faults -- --test-threads=1 --exact "${FAULT_SCENARIOS_EOS[@]%%=*}" || fault_rc=$?
+printf '\nfault scenarios with exactly-once in %s s (short profile; same columns):\n' "$((SECONDS - fault_t0))" >&2
+cat "$fault_results" >&2
+((fault_rc == 0)) || strait_die "fault scenarios with exactly-once failed (exit $fault_rc; see above)"
+no_row=()
+for entry in "${FAULT_SCENARIOS_EOS[@]}"; do
+  cut -f1 "$fault_results" | grep -qxF -- "${entry#*=}" || no_row+=("${entry%%=*} (${entry#*=})")
+done
+((${#no_row[@]} == 0)) || strait_die "fault scenarios with exactly-once that wrote no result row: ${no_row[*]}"

@@ -345,9 +345,11 @@ impl FaultCluster {
         }
     }
 
-    /// The values of `topic`-`partition`'s records, in log order (INTERNAL listener).
+    /// The values of `topic`-`partition`'s records a read_committed consumer sees, in the order
+    /// it sees them (INTERNAL listener): aborted transactions left out, a committed one at its
+    /// marker. Only exactly-once forwarding writes transactions in the scenarios.
     pub fn values(&self, topic: &str, partition: i32) -> Vec<String> {
-        log::read_records(&self.internal_bootstrap(), topic, partition)
+        log::read_committed_records(&self.internal_bootstrap(), topic, partition)
             .iter()
             .map(log::LogRecord::value_str)
             .collect()
@@ -1484,6 +1486,27 @@ pub enum Profile {
     Full,
 }
 
+/// Whether the scenarios forward exactly-once (`STRAIT_FAULTS_EXACTLY_ONCE=1`, which
+/// `scripts/faults.sh --exactly-once` and the test command set): the target's
+/// `exactly.once.source.support = enabled`, each scenario's name (its row) ends in `-eos`, and
+/// a scenario fails on any record a read_committed consumer of the target sees twice.
+pub fn exactly_once() -> bool {
+    match std::env::var("STRAIT_FAULTS_EXACTLY_ONCE").as_deref() {
+        Ok("1") => true,
+        Ok("0" | "") | Err(_) => false,
+        Ok(other) => panic!("STRAIT_FAULTS_EXACTLY_ONCE must be 0 or 1, not {other:?}"),
+    }
+}
+
+/// A scenario's name in its row: `name`, with `-eos` when it forwards exactly-once.
+pub fn scenario_name(name: &str) -> String {
+    if exactly_once() {
+        format!("{name}-eos")
+    } else {
+        name.to_string()
+    }
+}
+
 impl Profile {
     pub fn get() -> Profile {
         match std::env::var("STRAIT_FAULTS_PROFILE").as_deref() {
@@ -1715,9 +1738,11 @@ pub fn scenario_config(source: &FaultCluster, target: &FaultCluster, topic: &str
          strait.progress.topic.replication.factor = {rf}\n\
          strait.health.stall.timeout.ms = {STALL_TIMEOUT_MS}\n\
          strait.group.instance.id = fault-strait-1\n\
-         strait.api.listen = 127.0.0.1:0\n",
+         strait.api.listen = 127.0.0.1:0\n\
+         {TARGET_ALIAS}.exactly.once.source.support = {}\n",
         source.bootstrap(),
         target.bootstrap(),
+        if exactly_once() { "enabled" } else { "disabled" },
     ))
 }
 
@@ -1754,7 +1779,8 @@ impl FaultBed {
 impl Scenario {
     /// Heals the test bed (every node up, no toxic), creates a fresh topic, starts strait and
     /// the producer, and waits until records reach the target.
-    pub fn start(config: ScenarioConfig) -> Scenario {
+    pub fn start(mut config: ScenarioConfig) -> Scenario {
+        config.name = scenario_name(&config.name);
         let FaultBed {
             source,
             target,
@@ -2049,6 +2075,13 @@ impl Scenario {
 /// and every verdict passed (stops within [`SHUTDOWN_BOUND`], recovery within
 /// [`RECOVERY_BOUND`], Kafka's Java consumer reads what strait's decoder read).
 pub fn assert_passed(row: &Row, check: &Check) {
+    assert!(
+        !exactly_once() || row.duplicated == 0,
+        "{}: forwarded exactly-once, a read_committed consumer of the target sees {} records twice:\n{}",
+        row.scenario,
+        row.duplicated,
+        check.problems().join("\n")
+    );
     assert!(
         row.lost == 0 && row.out_of_order == 0 && check.foreign() == 0 && row.found == row.source,
         "{}: {} of {} source records lost, {} out of order, {} foreign:\n{}",

@@ -13,6 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use strait_control::cluster::{
     Cluster, IsolationLevel, NewTopic, OffsetSpec, RetryConfig, TopicPartition,
 };
+use strait_control::store::records::TxnResolver;
 use strait_dataplane::batch::{BatchWalker, RawBatch, RecordHeader, decode_records};
 use strait_dataplane::io::IoBackend;
 
@@ -235,6 +236,33 @@ pub fn records_of(batches: &[RawBatch]) -> Vec<LogRecord> {
         }));
     }
     out
+}
+
+/// The records of `batches` (a partition's whole log, in order) a read_committed consumer
+/// sees: transactions resolved by their markers, aborted ones left out (strait's
+/// [`TxnResolver`]).
+pub fn committed_records_of(batches: &[RawBatch]) -> Vec<LogRecord> {
+    let mut resolver = TxnResolver::default();
+    let mut out = Vec::new();
+    for b in batches {
+        resolver
+            .push(b, i64::MIN, i64::MAX, |r| {
+                out.push(LogRecord {
+                    offset: r.offset,
+                    timestamp: r.timestamp,
+                    key: r.key,
+                    value: r.value,
+                    headers: r.headers,
+                });
+            })
+            .unwrap_or_else(|e| panic!("cannot decode the batch at {}: {e}", b.base_offset()));
+    }
+    out
+}
+
+/// Every record of `topic`-`partition` a read_committed consumer sees (see [`read_batches`]).
+pub fn read_committed_records(addr: &str, topic: &str, partition: i32) -> Vec<LogRecord> {
+    committed_records_of(&read_batches(addr, topic, partition))
 }
 
 /// Every data record of `topic`-`partition` (see [`read_batches`]).

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use strait_tests::faults::{
     FaultBed, Profile, RECOVERY_BOUND, Rng, Row, SHUTDOWN_BOUND, SHUTDOWN_KILL_AFTER, SOURCE_ALIAS,
     Scenario, ScenarioConfig, StraitProcess, VerifiableProducer, assert_passed, compare_partition,
-    java_values, oracle_verdict, record, scenario_config, shutdown_verdict, tail, target_end,
+    java_values, oracle_verdict, record, scenario_config, scenario_name, shutdown_verdict, tail, target_end,
 };
 use strait_tests::toxiproxy::Toxic;
 use strait_tests::unique;
@@ -647,7 +647,7 @@ fn unclean_election(name: &str, strait_down: bool) {
         ));
     }
     let row = Row {
-        scenario: name.into(),
+        scenario: scenario_name(name),
         produced,
         source: old_log.len() + source_1.len(),
         found: target_0.len() + source_1.len() - p1.lost,

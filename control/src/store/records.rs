@@ -230,7 +230,7 @@ pub async fn read_resolving_transactions(
     let tp = TopicPartition::new(topic, partition);
     let isolation = IsolationLevel::ReadUncommitted;
     let (start, end) = log_bounds(cluster, &tp, isolation).await?;
-    let mut open: HashMap<i64, Vec<StoredRecord>> = HashMap::new();
+    let mut resolver = TxnResolver::default();
     let mut position = start;
     while position < end {
         let (batches, next) = fetch_once_with(
@@ -243,37 +243,16 @@ pub async fn read_resolving_transactions(
         )
         .await?;
         for b in batches {
-            if b.last_offset() < position || b.base_offset() >= end {
-                continue;
-            }
-            let invalid = |e: strait_dataplane::batch::BatchError| ClusterError::Invalid {
-                context: Box::new(
-                    Context::new(cluster.alias(), "Fetch")
-                        .topic(topic)
-                        .partition(partition),
-                ),
-                message: e.to_string(),
-            };
-            let pid = b.producer_id();
-            if b.is_control() {
-                match b.control_type().map_err(invalid)? {
-                    Some(ControlType::Commit) => {
-                        open.remove(&pid).into_iter().flatten().for_each(&mut each);
-                    }
-                    Some(ControlType::Abort) => {
-                        open.remove(&pid);
-                    }
-                    // Other control records end no transaction.
-                    Some(ControlType::Empty | ControlType::Unknown(_)) | None => {}
-                }
-                continue;
-            }
-            let records = stored_records(&b, position, end).map_err(invalid)?;
-            if b.is_transactional() {
-                open.entry(pid).or_default().extend(records);
-            } else {
-                records.into_iter().for_each(&mut each);
-            }
+            resolver
+                .push(&b, position, end, &mut each)
+                .map_err(|e| ClusterError::Invalid {
+                    context: Box::new(
+                        Context::new(cluster.alias(), "Fetch")
+                            .topic(topic)
+                            .partition(partition),
+                    ),
+                    message: e.to_string(),
+                })?;
         }
         if next <= position {
             return Err(no_progress(cluster, &tp, position, Some(end)));
@@ -281,6 +260,52 @@ pub async fn read_resolving_transactions(
         position = next;
     }
     Ok(end)
+}
+
+/// Transactions resolved over a log read in order, as a read_committed consumer sees it:
+/// records written outside a transaction at once, a transaction's records at its COMMIT
+/// marker, an aborted transaction's never (nor those of a transaction still open when the read
+/// ends). Keyed by producer id: a producer has at most one transaction open per partition.
+#[derive(Debug, Default)]
+pub struct TxnResolver {
+    open: HashMap<i64, Vec<StoredRecord>>,
+}
+
+impl TxnResolver {
+    /// The next batch of the log; `each` gets what it makes visible (records with offsets in
+    /// `from..end` only).
+    pub fn push(
+        &mut self,
+        b: &RawBatch,
+        from: i64,
+        end: i64,
+        each: impl FnMut(StoredRecord),
+    ) -> Result<(), strait_dataplane::batch::BatchError> {
+        if b.last_offset() < from || b.base_offset() >= end {
+            return Ok(());
+        }
+        let pid = b.producer_id();
+        if b.is_control() {
+            match b.control_type()? {
+                Some(ControlType::Commit) => {
+                    self.open.remove(&pid).into_iter().flatten().for_each(each);
+                }
+                Some(ControlType::Abort) => {
+                    self.open.remove(&pid);
+                }
+                // Other control records end no transaction.
+                Some(ControlType::Empty | ControlType::Unknown(_)) | None => {}
+            }
+            return Ok(());
+        }
+        let records = stored_records(b, from, end)?;
+        if b.is_transactional() {
+            self.open.entry(pid).or_default().extend(records);
+        } else {
+            records.into_iter().for_each(each);
+        }
+        Ok(())
+    }
 }
 
 /// The records of `b` with offsets in `from..end`.
@@ -525,4 +550,72 @@ fn decode_partition(
     // A batch larger than our max bytes would stall us: the broker still returns it whole
     // as the first batch, so `next` always advances when records exist.
     Ok((out, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strait_dataplane::batch::records::{BatchBuilder, end_txn_marker};
+    use strait_dataplane::batch::{Compression, Record};
+
+    /// A data batch at `base` of `values`, by producer `pid` (in a transaction or not).
+    fn data(base: i64, pid: i64, transactional: bool, values: &[&str]) -> RawBatch {
+        let mut b = BatchBuilder::new(Compression::None)
+            .base_offset(base)
+            .producer(pid, 0, 0)
+            .transactional(transactional);
+        for v in values {
+            b.push(&Record::new(0, None, Some(Bytes::from(v.to_string()))))
+                .unwrap();
+        }
+        RawBatch::new(b.build().unwrap()).unwrap()
+    }
+
+    fn marker(kind: ControlType, base: i64, pid: i64) -> RawBatch {
+        RawBatch::new(end_txn_marker(kind, base, pid, 0, 0)).unwrap()
+    }
+
+    fn visible(log: &[RawBatch], from: i64, end: i64) -> Vec<(i64, String)> {
+        let mut r = TxnResolver::default();
+        let mut out = Vec::new();
+        for b in log {
+            r.push(b, from, end, |s| {
+                let v = s.value.as_deref().map(|v| String::from_utf8_lossy(v).into_owned());
+                out.push((s.offset, v.unwrap_or_default()));
+            })
+            .unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn committed_records_show_at_their_marker_and_aborted_ones_never() {
+        let log = [
+            data(0, 7, true, &["a0", "a1"]),
+            data(2, 9, false, &["plain"]),
+            data(3, 8, true, &["b0"]),
+            marker(ControlType::Abort, 4, 8),
+            data(5, 7, true, &["a2"]),
+            marker(ControlType::Commit, 6, 7),
+            data(7, 8, true, &["b1"]),
+            marker(ControlType::Commit, 8, 8),
+            // Open when the read ends: not shown.
+            data(9, 7, true, &["open"]),
+        ];
+        let all = visible(&log, 0, 10);
+        assert_eq!(
+            all,
+            [
+                (2, "plain".to_string()),
+                (0, "a0".to_string()),
+                (1, "a1".to_string()),
+                (5, "a2".to_string()),
+                (7, "b1".to_string()),
+            ]
+        );
+        // A read from offset 1 to 8: a1 and a2 of the committed transaction, nothing of the
+        // one whose marker is past the end.
+        let part: Vec<String> = visible(&log, 1, 8).into_iter().map(|(_, v)| v).collect();
+        assert_eq!(part, ["plain", "a1", "a2"]);
+    }
 }
