@@ -5,7 +5,6 @@
 //! it.
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -13,7 +12,9 @@ use strait_tests::api::{api_addr, call, eventually};
 use strait_tests::http::request;
 use strait_tests::log::create_topic;
 use strait_tests::strait::{Strait, run_strait};
-use strait_tests::{Testbed, kafka_tool_ok, own_flow_config, unique, verifiable_producer};
+use strait_tests::{
+    Testbed, committed_values, own_flow_config, tally, unique, verifiable_producer,
+};
 
 const STRAIT: &str = env!("CARGO_BIN_EXE_strait");
 
@@ -31,46 +32,6 @@ impl Rng {
             .wrapping_add(1_442_695_040_888_963_407);
         Duration::from_millis((self.0 >> 33) % max_ms)
     }
-}
-
-/// Every value of `topic` on `bootstrap` by partition, as Kafka's console consumer reads it
-/// under read_committed.
-fn committed_values(bootstrap: &str, topic: &str, expected: u64) -> BTreeMap<i32, Vec<u64>> {
-    let out = kafka_tool_ok(
-        "kafka-console-consumer",
-        &[
-            "--bootstrap-server",
-            bootstrap,
-            "--topic",
-            topic,
-            "--from-beginning",
-            "--isolation-level",
-            "read_committed",
-            // One more than expected: a duplicate must be able to show.
-            "--max-messages",
-            &(expected + 1).to_string(),
-            "--timeout-ms",
-            "15000",
-            "--property",
-            "print.partition=true",
-        ],
-        None,
-    );
-    let mut by_partition: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
-    for line in out.lines().filter(|l| !l.trim().is_empty()) {
-        let (p, v) = line
-            .split_once('\t')
-            .unwrap_or_else(|| panic!("unexpected console-consumer line {line:?}"));
-        let p: i32 = p
-            .strip_prefix("Partition:")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected console-consumer line {line:?}"));
-        let v: u64 = v
-            .parse()
-            .unwrap_or_else(|_| panic!("unexpected value in {line:?}"));
-        by_partition.entry(p).or_default().push(v);
-    }
-    by_partition
 }
 
 /// Waits until strait's log says it took its partitions over (it copies from then on).
@@ -213,23 +174,16 @@ fn sigkilled_over_and_over_it_leaves_every_record_exactly_once() {
         assert!(status.success(), "kafka-verifiable-producer failed");
     });
 
-    let seen = committed_values(Testbed::get().target(), &remote, records);
-    let total: usize = seen.values().map(Vec::len).sum();
-    let mut all: Vec<u64> = seen.values().flatten().copied().collect();
-    all.sort_unstable();
-    all.dedup();
-    let duplicated = total - all.len();
-    let lost = records as usize - all.len();
-    let out_of_order: usize = seen
-        .values()
-        .map(|v| v.windows(2).filter(|w| w[1] <= w[0]).count())
-        .sum();
-    assert_eq!(
-        (lost, duplicated, out_of_order),
-        (0, 0, 0),
-        "seed {seed}: {records} produced; read_committed saw {total} ({lost} lost, {duplicated} duplicated, {out_of_order} out of order)"
+    let t = tally(
+        &committed_values(Testbed::get().target(), &remote, records),
+        records,
     );
-    assert_eq!(all.last().copied(), Some(records - 1));
+    assert_eq!(
+        (t.lost, t.duplicated, t.out_of_order),
+        (0, 0, 0),
+        "seed {seed}: {records} produced; read_committed saw {t:?}"
+    );
+    assert_eq!(t.highest, Some(records - 1));
 }
 
 /// A source written in transactions, some of them aborted: Kafka's transactional message

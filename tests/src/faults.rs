@@ -1742,7 +1742,11 @@ pub fn scenario_config(source: &FaultCluster, target: &FaultCluster, topic: &str
          {TARGET_ALIAS}.exactly.once.source.support = {}\n",
         source.bootstrap(),
         target.bootstrap(),
-        if exactly_once() { "enabled" } else { "disabled" },
+        if exactly_once() {
+            "enabled"
+        } else {
+            "disabled"
+        },
     ))
 }
 

@@ -587,3 +587,78 @@ pub fn own_flow_config(topic: &str, extra: &str) -> (PathBuf, String, String) {
     );
     (cfg, flow, format!("{src}.{topic}"))
 }
+
+/// Every value of `topic` on `bootstrap` by partition, as Kafka's console consumer reads it
+/// under read_committed: the values of Kafka's verifiable producer (integers). Reads at most
+/// `expected + 1` records (one more, so that a duplicate can show).
+pub fn committed_values(
+    bootstrap: &str,
+    topic: &str,
+    expected: u64,
+) -> std::collections::BTreeMap<i32, Vec<u64>> {
+    let out = kafka_tool_ok(
+        "kafka-console-consumer",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--isolation-level",
+            "read_committed",
+            // One more than expected: a duplicate must be able to show.
+            "--max-messages",
+            &(expected + 1).to_string(),
+            "--timeout-ms",
+            "15000",
+            "--property",
+            "print.partition=true",
+        ],
+        None,
+    );
+    let mut by_partition: std::collections::BTreeMap<i32, Vec<u64>> =
+        std::collections::BTreeMap::new();
+    for line in out.lines().filter(|l| !l.trim().is_empty()) {
+        let (p, v) = line
+            .split_once('\t')
+            .unwrap_or_else(|| panic!("unexpected console-consumer line {line:?}"));
+        let p: i32 = p
+            .strip_prefix("Partition:")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected console-consumer line {line:?}"));
+        let v: u64 = v
+            .parse()
+            .unwrap_or_else(|_| panic!("unexpected value in {line:?}"));
+        by_partition.entry(p).or_default().push(v);
+    }
+    by_partition
+}
+
+/// What a read of the values `0..records` of Kafka's verifiable producer found, by partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub total: usize,
+    pub lost: usize,
+    pub duplicated: usize,
+    /// Values not above the one before them in their partition.
+    pub out_of_order: usize,
+    pub highest: Option<u64>,
+}
+
+/// Counts what `seen` ([`committed_values`]) lost, duplicated and reordered of `0..records`.
+pub fn tally(seen: &std::collections::BTreeMap<i32, Vec<u64>>, records: u64) -> Tally {
+    let total: usize = seen.values().map(Vec::len).sum();
+    let mut all: Vec<u64> = seen.values().flatten().copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    Tally {
+        total,
+        lost: (records as usize).saturating_sub(all.iter().filter(|v| **v < records).count()),
+        duplicated: total - all.len(),
+        out_of_order: seen
+            .values()
+            .map(|v| v.windows(2).filter(|w| w[1] <= w[0]).count())
+            .sum(),
+        highest: all.last().copied(),
+    }
+}

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use strait_tests::faults::{
     FaultBed, Profile, RECOVERY_BOUND, Rng, Row, SHUTDOWN_BOUND, SHUTDOWN_KILL_AFTER, SOURCE_ALIAS,
     Scenario, ScenarioConfig, StraitProcess, VerifiableProducer, assert_passed, compare_partition,
-    java_values, oracle_verdict, record, scenario_config, scenario_name, shutdown_verdict, tail, target_end,
+    java_values, oracle_verdict, record, scenario_config, scenario_name, shutdown_verdict, tail,
+    target_end,
 };
 use strait_tests::toxiproxy::Toxic;
 use strait_tests::unique;

@@ -580,7 +580,10 @@ mod tests {
         let mut out = Vec::new();
         for b in log {
             r.push(b, from, end, |s| {
-                let v = s.value.as_deref().map(|v| String::from_utf8_lossy(v).into_owned());
+                let v = s
+                    .value
+                    .as_deref()
+                    .map(|v| String::from_utf8_lossy(v).into_owned());
                 out.push((s.offset, v.unwrap_or_default()));
             })
             .unwrap();
