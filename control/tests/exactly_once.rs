@@ -278,3 +278,79 @@ fn a_source_with_its_own_aborted_transactions_arrives_committed_once() {
         );
     }
 }
+
+/// A second strait on the same flow outside the first one's group (another `strait.group.id`)
+/// takes every partition over: its InitProducerId fences the first one's producers, whose
+/// next send or commit is refused, and the first stops those partitions saying who fenced
+/// them. Kafka's read_committed consumer of the target reads every record once, in order.
+#[test]
+fn a_second_strait_outside_the_group_fences_the_first_which_stops_saying_so() {
+    let topic = unique("eos-two");
+    let partitions = 3;
+    create_topic(Testbed::get().source(), &topic, partitions, &[]);
+    let (cfg, _, remote) = eos_flow(&topic, "eos-two-first");
+    let other = strait_tests::temp_file(
+        &(std::fs::read_to_string(&cfg).unwrap()
+            + &format!(
+                "strait.group.id = {}\nstrait.group.instance.id = eos-two-second\n",
+                unique("eos-two-group")
+            )),
+    );
+    let records: u64 = 20_000;
+    let first = Strait::start(Path::new(STRAIT), &cfg, &[]);
+    wait_taken_over(&first, partitions as usize);
+    let mut producer = verifiable_producer(Testbed::get().source(), &topic, records, 2_000);
+    std::thread::sleep(Duration::from_secs(3));
+    let second = Strait::start(Path::new(STRAIT), &other, &[]);
+    wait_taken_over(&second, partitions as usize);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let fenced = loop {
+        let log = first.stderr();
+        if log
+            .matches("fenced: another holder of transactional id")
+            .count()
+            >= partitions as usize
+        {
+            break log;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first strait did not stop every partition, fenced, within 60 s; its log:\n{log}\nthe second's:\n{}",
+            second.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for p in 0..partitions {
+        let id = format!(":{topic}:{p} took the partition over");
+        assert!(fenced.contains(&id), "no line names {id}:\n{fenced}");
+    }
+    assert!(producer.wait().expect("the producer runs").success());
+    eventually(90, "every record committed on the target", || {
+        let n: usize = (0..partitions)
+            .map(|p| {
+                strait_tests::log::read_committed_records(Testbed::get().target(), &remote, p).len()
+            })
+            .sum();
+        (n as u64 >= records).then_some(())
+    });
+    second.signal("TERM");
+    let second_exit = second.wait(Duration::from_secs(30));
+    first.signal("TERM");
+    let first_exit = first.wait(Duration::from_secs(30));
+    // The first ends as a run with stopped partitions does; the second cleanly.
+    assert_eq!(
+        (first_exit.code, second_exit.code),
+        (Some(2), Some(0)),
+        "{}",
+        first_exit.stderr
+    );
+    let t = tally(
+        &committed_values(Testbed::get().target(), &remote, records),
+        records,
+    );
+    assert_eq!(
+        (t.lost, t.duplicated, t.out_of_order, t.highest),
+        (0, 0, 0, Some(records - 1)),
+        "{records} produced; read_committed saw {t:?}"
+    );
+}

@@ -733,6 +733,12 @@ impl Partition {
             self.key.partition,
             message.map(|m| format!(": {m}")).unwrap_or_default()
         );
+        let msg = match (&kind, &self.transactional_id) {
+            (FailureKind::Fenced, Some(id)) => format!(
+                "{msg}; fenced: another holder of transactional id {id} took the partition over (its InitProducerId bumped the epoch); this member stops it"
+            ),
+            _ => msg,
+        };
         self.fail_with(kind, msg)
     }
 
@@ -1863,6 +1869,13 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(fenced.kind, FailureKind::Fenced);
+        assert!(
+            fenced
+                .message
+                .contains("fenced: another holder of transactional id "),
+            "{}",
+            fenced.message
+        );
     }
 
     /// The target answers CORRUPT_MESSAGE: retried when our bytes are sound (the fault was on
