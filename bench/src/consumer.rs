@@ -2,7 +2,9 @@
 //! every partition from offset 0, records decoded with strait's own [`decode_records`].
 //!
 //! Each record's stamp gives its send time; the arrival time is when the Fetch response that
-//! carried it was read. Measured records are counted once per sequence number (duplicates
+//! carried it was read. It reads as a read_committed consumer does (up to the last stable
+//! offset, aborted transactions left out), so that a replicator writing transactions
+//! (exactly-once) is measured by when its records become visible to such consumers. Measured records are counted once per sequence number (duplicates
 //! apart); warm-up records only tell that the replicator is live on their partition.
 #![forbid(unsafe_code)]
 
@@ -142,6 +144,39 @@ struct Part {
     partition: i32,
     next_offset: i64,
     live: bool,
+    /// Producers whose transaction in the partition is aborted and not yet ended by its
+    /// ABORT marker (from the Fetch responses' aborted-transactions lists).
+    aborted: std::collections::HashSet<i64>,
+}
+
+impl Part {
+    /// Whether batch `b` of a read_committed read is of an aborted transaction; tracks the
+    /// aborted producers from `aborted` (the response's list, by first offset) and the ABORT
+    /// markers, as Kafka's consumer does.
+    fn skips(
+        &mut self,
+        b: &strait_dataplane::batch::RawBatch,
+        aborted: &mut Vec<(i64, i64)>,
+    ) -> bool {
+        // `aborted` is sorted by first offset, descending: the next to start is last.
+        while let Some(&(pid, first)) = aborted.last() {
+            if first > b.last_offset() {
+                break;
+            }
+            self.aborted.insert(pid);
+            aborted.pop();
+        }
+        if b.is_control() {
+            if matches!(
+                b.control_type(),
+                Ok(Some(strait_dataplane::batch::walk::ControlType::Abort))
+            ) {
+                self.aborted.remove(&b.producer_id());
+            }
+            return true;
+        }
+        b.is_transactional() && self.aborted.contains(&b.producer_id())
+    }
 }
 
 type FetchFut = LocalBoxFuture<'static, (String, Result<FetchResponse>, u64)>;
@@ -203,6 +238,7 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
             partition: p,
             next_offset: 0,
             live: false,
+            aborted: std::collections::HashSet::new(),
         });
     }
     let total_parts = leaders.len();
@@ -284,6 +320,13 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
                         part.next_offset
                     );
                 }
+                let mut aborted: Vec<(i64, i64)> = pd
+                    .aborted_transactions
+                    .iter()
+                    .flatten()
+                    .map(|a| (a.producer_id.0, a.first_offset))
+                    .collect();
+                aborted.sort_by_key(|a| std::cmp::Reverse(a.1));
                 let Some(records) = pd.records else { continue };
                 for b in BatchWalker::new(records) {
                     let b = b.with_context(|| {
@@ -292,7 +335,7 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
                     if b.next_offset() <= part.next_offset {
                         continue;
                     }
-                    if b.is_control() {
+                    if part.skips(&b, &mut aborted) {
                         part.next_offset = b.next_offset();
                         continue;
                     }
@@ -370,7 +413,8 @@ fn fetch(conn: &BrokerConn, topic: &str, parts: &[Part], spec: &ConsumeSpec) -> 
         .with_max_wait_ms(spec.max_wait_ms)
         .with_min_bytes(1)
         .with_max_bytes(spec.fetch_max_bytes)
-        .with_isolation_level(0)
+        // read_committed.
+        .with_isolation_level(1)
         .with_session_id(0)
         .with_session_epoch(-1)
         .with_topics(vec![
@@ -424,4 +468,53 @@ fn transient(e: kafka_protocol::ResponseError) -> bool {
 /// MiB of `bytes`.
 pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / MIB
+}
+
+#[cfg(test)]
+mod read_committed_tests {
+    use super::*;
+    use bytes::Bytes;
+    use strait_dataplane::batch::records::{BatchBuilder, end_txn_marker};
+    use strait_dataplane::batch::walk::ControlType;
+    use strait_dataplane::batch::{Compression, RawBatch, Record};
+
+    fn data(base: i64, pid: i64, transactional: bool) -> RawBatch {
+        let mut b = BatchBuilder::new(Compression::None)
+            .base_offset(base)
+            .producer(pid, 0, 0)
+            .transactional(transactional);
+        b.push(&Record::new(0, None, Some(Bytes::from_static(b"v"))))
+            .unwrap();
+        RawBatch::new(b.build().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn aborted_transactions_and_markers_are_skipped_committed_ones_kept() {
+        let mut part = Part {
+            partition: 0,
+            next_offset: 0,
+            live: false,
+            aborted: std::collections::HashSet::new(),
+        };
+        // Producer 8's transaction from offset 1 was aborted; 7's committed.
+        let mut aborted = vec![(8, 1)];
+        let log = [
+            (data(0, 7, true), false),
+            (data(1, 8, true), true),
+            (data(2, 9, false), false),
+            (
+                RawBatch::new(end_txn_marker(ControlType::Abort, 3, 8, 0, 0)).unwrap(),
+                true,
+            ),
+            (
+                RawBatch::new(end_txn_marker(ControlType::Commit, 4, 7, 0, 0)).unwrap(),
+                true,
+            ),
+            // Producer 8's next transaction is not aborted.
+            (data(5, 8, true), false),
+        ];
+        for (b, skipped) in &log {
+            assert_eq!(part.skips(b, &mut aborted), *skipped, "{}", b.base_offset());
+        }
+    }
 }
