@@ -4,7 +4,12 @@
 #
 # Usage: scripts/bench.sh SCENARIO [strait-bench run options...]
 #        scripts/bench.sh all      every scenario below, one after the other
-#   SCENARIO: catch-up, steady, many-partitions, codecs, small-batches, smoke, and wan
+#   SCENARIO: catch-up, steady, many-partitions, codecs, small-batches, smoke, exactly-once and wan
+#   (exactly-once: the catch-up and steady scenarios run twice each, strait and MM2 with
+#   exactly-once off, then on: `<target>.exactly.once.source.support = enabled` for both, and for
+#   MM2 `dedicated.mode.enable.internal.rest = true`, which its exactly-once needs in dedicated
+#   mode; the measuring consumer reads read_committed either way. Results in
+#   perf/results/<date>-<scenario>-eos-{off,on}.json)
 #   (`scripts/bench-slow-link --wan`: strait, MM2 with defaults and MM2 tuned through a latency
 #   proxy at 0, 25, 75 and 100 ms one way, three rounds; results in perf/results/wan/, not in
 #   RESULTS.md; `all` leaves it out, it takes hours)
@@ -44,11 +49,27 @@ if [[ "$scenario" == all ]]; then
   done
   exit "$rc"
 fi
+if [[ "$scenario" == exactly-once ]]; then
+  rc=0
+  for s in catch-up steady; do
+    for eos in off on; do
+      props=()
+      if [[ "$eos" == on ]]; then
+        props=(--prop 'strait:{target}.exactly.once.source.support=enabled'
+          --prop 'mm2:{target}.exactly.once.source.support=enabled'
+          --prop 'mm2:exactly.once.source.support=enabled'
+          --prop 'mm2:dedicated.mode.enable.internal.rest=true')
+      fi
+      STRAIT_BENCH_OUT_SUFFIX="-eos-$eos" "${BASH_SOURCE[0]}" "$s" "${props[@]}" "$@" || rc=$?
+    done
+  done
+  exit "$rc"
+fi
 if [[ "$scenario" == wan ]]; then
   exec "$STRAIT_SCRIPTS_DIR/bench-slow-link" --wan "$@"
 fi
 known=" ${SCENARIOS[*]} "
-[[ "$known" == *" $scenario "* ]] || strait_die "unknown scenario '$scenario' (known: ${SCENARIOS[*]}, wan, all)"
+[[ "$known" == *" $scenario "* ]] || strait_die "unknown scenario '$scenario' (known: ${SCENARIOS[*]}, exactly-once, wan, all)"
 
 cd "$STRAIT_REPO_ROOT"
 export STRAIT_TESTBED_DIR STRAIT_CACHE_DIR
@@ -61,9 +82,10 @@ strait_ensure_kafka
 "$STRAIT_SCRIPTS_DIR/testbed" up >&2
 
 mkdir -p perf/results
-out="perf/results/$(date -u +%Y-%m-%d)-$scenario.json"
+suffix="${STRAIT_BENCH_OUT_SUFFIX:-}"
+out="perf/results/$(date -u +%Y-%m-%d)-$scenario$suffix.json"
 # A second run on the same day keeps the first: the time goes into the name.
-[[ -e "$out" ]] && out="perf/results/$(date -u +%Y-%m-%d-%H%M%S)-$scenario.json"
+[[ -e "$out" ]] && out="perf/results/$(date -u +%Y-%m-%d-%H%M%S)-$scenario$suffix.json"
 
 strait_log "running $scenario → $out"
 rc=0
