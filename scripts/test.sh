@@ -229,19 +229,25 @@ $(diff <(printf '%s\n' "$listed") <(printf '%s\n' "$selected") | grep '^[<>]' ||
 fi
 fault_results="$STRAIT_TESTBED_DIR/faults/results-test-sh-$$.tsv"
 mkdir -p "$(dirname "$fault_results")"
-: >"$fault_results"
-fault_t0=$SECONDS
-fault_rc=0
-STRAIT_FAULTS_PROFILE=short STRAIT_FAULTS_RESULTS="$fault_results" \
-  cargo test -p strait-tests --test faults -- --test-threads=1 --exact "${fault_tests[@]}" || fault_rc=$?
-printf '\nfault scenarios in %s s (short profile; scenario, produced, source, found, lost, duplicated, out of order, recovery s, max RSS MiB, notes):\n' "$((SECONDS - fault_t0))" >&2
-cat "$fault_results" >&2
-((fault_rc == 0)) || strait_die "fault scenarios failed (exit $fault_rc; see above)"
-no_row=()
-for entry in "${FAULT_SCENARIOS[@]}"; do
-  cut -f1 "$fault_results" | grep -qxF -- "${entry#*=}" || no_row+=("${entry%%=*} (${entry#*=})")
-done
-((${#no_row[@]} == 0)) || strait_die "fault scenarios that wrote no result row: ${no_row[*]}"
+
+# Runs the fault scenarios ENTRY... (test=row name) in their short profile, one at a time, with
+# STRAIT_FAULTS_EXACTLY_ONCE=EOS; prints their rows; fails when one failed or wrote no row (a
+# test that ran nothing, or returned before recording).
+run_fault_scenarios() {
+  local what="$1" eos="$2" entry rc=0 t0=$SECONDS no_row=()
+  shift 2
+  : >"$fault_results"
+  STRAIT_FAULTS_PROFILE=short STRAIT_FAULTS_RESULTS="$fault_results" STRAIT_FAULTS_EXACTLY_ONCE="$eos" \
+    cargo test -p strait-tests --test faults -- --test-threads=1 --exact "${@%%=*}" || rc=$?
+  printf '\n%s in %s s (short profile; scenario, produced, source, found, lost, duplicated, out of order, recovery s, max RSS MiB, notes):\n' "$what" "$((SECONDS - t0))" >&2
+  cat "$fault_results" >&2
+  ((rc == 0)) || strait_die "$what failed (exit $rc; see above)"
+  for entry in "$@"; do
+    cut -f1 "$fault_results" | grep -qxF -- "${entry#*=}" || no_row+=("${entry%%=*} (${entry#*=})")
+  done
+  ((${#no_row[@]} == 0)) || strait_die "$what: no result row from ${no_row[*]}"
+}
+run_fault_scenarios "fault scenarios" 0 "${FAULT_SCENARIOS[@]}"
 
 # The same scenarios with exactly-once forwarding on fail on any duplicate a read_committed
 # consumer of the target sees. Those where a broker or strait itself dies, restarts or stops
@@ -253,16 +259,4 @@ FAULT_SCENARIOS_EOS=(
   target_connection_resets=target-resets-eos
 )
 step "fault tests with exactly-once (short profile, ${#FAULT_SCENARIOS_EOS[@]} scenarios)"
-: >"$fault_results"
-fault_t0=$SECONDS
-fault_rc=0
-STRAIT_FAULTS_PROFILE=short STRAIT_FAULTS_RESULTS="$fault_results" STRAIT_FAULTS_EXACTLY_ONCE=1 \
-  cargo test -p strait-tests --test faults -- --test-threads=1 --exact "${FAULT_SCENARIOS_EOS[@]%%=*}" || fault_rc=$?
-printf '\nfault scenarios with exactly-once in %s s (short profile; same columns):\n' "$((SECONDS - fault_t0))" >&2
-cat "$fault_results" >&2
-((fault_rc == 0)) || strait_die "fault scenarios with exactly-once failed (exit $fault_rc; see above)"
-no_row=()
-for entry in "${FAULT_SCENARIOS_EOS[@]}"; do
-  cut -f1 "$fault_results" | grep -qxF -- "${entry#*=}" || no_row+=("${entry%%=*} (${entry#*=})")
-done
-((${#no_row[@]} == 0)) || strait_die "fault scenarios with exactly-once that wrote no result row: ${no_row[*]}"
+run_fault_scenarios "fault scenarios with exactly-once" 1 "${FAULT_SCENARIOS_EOS[@]}"
