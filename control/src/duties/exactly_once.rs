@@ -58,6 +58,13 @@ enum Phase {
     Sealing { since: Instant },
     /// Everything sent is acknowledged (sealed at `since`): commit.
     Sealed { since: Instant },
+    /// Committed, no transaction open, the shard still sealed: a partition with nothing to
+    /// copy writes no transaction markers, and has no open transaction for the coordinator to
+    /// time out.
+    Idle,
+    /// It has something to copy again: open its next transaction (AddPartitionsToTxn), then
+    /// unseal.
+    Opening,
     /// The commit failed and the transaction was aborted: the partition is being revoked in
     /// its shard, to be taken over again (a new epoch) from the committed progress.
     Restarting,
@@ -218,6 +225,16 @@ impl ExactlyOnce {
         out
     }
 
+    /// Idle partitions that `has_work` (records to copy) get their next transaction opened
+    /// by the next [`ExactlyOnce::commit_round`].
+    pub fn due_opens(&mut self, has_work: impl Fn(&PartitionKey) -> bool) {
+        for p in self.parts.values_mut() {
+            if p.phase == Phase::Idle && has_work(&p.key) {
+                p.phase = Phase::Opening;
+            }
+        }
+    }
+
     /// The shard reports `tp` sealed: everything it sent is acknowledged.
     pub fn on_sealed(&mut self, tp: &TopicPartition) {
         if let Some(p) = self.parts.get_mut(tp)
@@ -275,7 +292,12 @@ impl ExactlyOnce {
         let ready: Vec<TopicPartition> = self
             .parts
             .iter()
-            .filter(|(_, p)| matches!(p.phase, Phase::Sealed { .. } | Phase::Aborting))
+            .filter(|(_, p)| {
+                matches!(
+                    p.phase,
+                    Phase::Sealed { .. } | Phase::Aborting | Phase::Opening
+                )
+            })
             .map(|(tp, _)| tp.clone())
             .collect();
         let mut out = Vec::new();
@@ -291,6 +313,17 @@ impl ExactlyOnce {
                 p.phase = Phase::Stopped;
                 continue;
             }
+            if p.phase == Phase::Opening {
+                let parts = [p.remote.clone(), TopicPartition::new(progress.topic(), 0)];
+                match target.add_partitions_to_txn(&p.producer, &parts).await {
+                    Ok(()) => {
+                        p.phase = Phase::Open { since: now };
+                        out.push(AfterCommit::Unseal(p.key.clone()));
+                    }
+                    Err(e) => out.push(failed_txn(&mut self.counters, &tp, p, &e, "opening")),
+                }
+                continue;
+            }
             match commit_one(target, progress, mappings, &tp, p, now_ms).await {
                 Ok(()) => {
                     // Seal to the coordinator's answer (the round's `now` is before the calls).
@@ -300,30 +333,16 @@ impl ExactlyOnce {
                     };
                     self.counters
                         .committed_after(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
-                    p.phase = Phase::Open { since: now };
-                    out.push(AfterCommit::Unseal(p.key.clone()));
-                }
-                Err(e) if is_fenced(&e) => {
-                    self.counters.fenced += 1;
-                    p.phase = Phase::Stopped;
-                    let error = format!(
-                        "fenced: another holder of transactional id {} took the partition over ({e}); this member stops it",
-                        p.producer.transactional_id
-                    );
-                    tracing::error!(partition = %tp, "{error}");
-                    out.push(AfterCommit::Fenced {
-                        key: p.key.clone(),
-                        error,
-                    });
+                    // The shard stays sealed until there is something to copy.
+                    p.phase = Phase::Idle;
                 }
                 Err(e) => {
-                    tracing::warn!(partition = %tp, error = %e, "exactly-once: commit failed; aborting the transaction and taking the partition over again from the committed progress");
-                    if let Err(e) = target.end_txn(&p.producer, TxnEnd::Abort).await {
+                    if !is_fenced(&e)
+                        && let Err(e) = target.end_txn(&p.producer, TxnEnd::Abort).await
+                    {
                         tracing::warn!(partition = %tp, error = %e, "exactly-once: abort failed; the take-over's fencing aborts it");
                     }
-                    self.counters.aborted += 1;
-                    p.phase = Phase::Restarting;
-                    out.push(AfterCommit::Restart(p.key.clone()));
+                    out.push(failed_txn(&mut self.counters, &tp, p, &e, "commit"));
                 }
             }
         }
@@ -382,7 +401,36 @@ fn is_fenced(e: &ClusterError) -> bool {
         || e.is(ResponseError::TransactionalIdAuthorizationFailed)
 }
 
-/// Writes the partition's progress inside its transaction, commits, and opens the next.
+/// A transaction call of `p` (its `what`: commit, opening) failed with `e`: fenced, it stops;
+/// otherwise (its transaction aborted by the caller) it is taken over again from the committed
+/// progress.
+fn failed_txn(
+    counters: &mut TxnCounters,
+    tp: &TopicPartition,
+    p: &mut TxnPartition,
+    e: &ClusterError,
+    what: &str,
+) -> AfterCommit {
+    if is_fenced(e) {
+        counters.fenced += 1;
+        p.phase = Phase::Stopped;
+        let error = format!(
+            "fenced: another holder of transactional id {} took the partition over ({e}); this member stops it",
+            p.producer.transactional_id
+        );
+        tracing::error!(partition = %tp, "{error}");
+        return AfterCommit::Fenced {
+            key: p.key.clone(),
+            error,
+        };
+    }
+    tracing::warn!(partition = %tp, error = %e, "exactly-once: {what} failed; the transaction is aborted and the partition taken over again from the committed progress");
+    counters.aborted += 1;
+    p.phase = Phase::Restarting;
+    AfterCommit::Restart(p.key.clone())
+}
+
+/// Writes the partition's progress inside its transaction and commits.
 async fn commit_one(
     target: &Cluster,
     progress: &mut ProgressStore,
@@ -415,8 +463,7 @@ async fn commit_one(
         progress.txn_committed(w, mappings);
         p.committed = progress.get(tp);
     }
-    let parts = [p.remote.clone(), TopicPartition::new(progress.topic(), 0)];
-    target.add_partitions_to_txn(&p.producer, &parts).await
+    Ok(())
 }
 
 #[cfg(test)]

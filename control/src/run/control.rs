@@ -310,6 +310,16 @@ async fn exactly_once_round(
                     .get(k)
                     .is_some_and(|st| st.assigned && st.failed.is_none())
             };
+            // An idle partition (committed, sealed) opens its next transaction once its shard
+            // has records to copy: until then it writes nothing, not even commit markers.
+            eos.due_opens(|k| {
+                parts.get(k).is_some_and(|st| {
+                    st.assigned
+                        && !st.paused
+                        && st.failed.is_none()
+                        && st.end_offset > st.next_offset
+                })
+            });
             for key in eos.due_seals(now, running) {
                 if let Some(st) = parts.get(&key)
                     && let Err(e) = shards.send(st.shard, ShardCommand::Seal(key.clone()))
