@@ -9,7 +9,7 @@
 #   exactly-once off, then on: `<target>.exactly.once.source.support = enabled` for both, and for
 #   MM2 `dedicated.mode.enable.internal.rest = true`, which its exactly-once needs in dedicated
 #   mode; the measuring consumer reads read_committed either way. Results in
-#   perf/results/<date>-<scenario>-eos-{off,on}.json)
+#   perf/results/exactly-once/<date>-<scenario>-eos-{off,on}.json, not in RESULTS.md)
 #   (`scripts/bench-slow-link --wan`: strait, MM2 with defaults and MM2 tuned through a latency
 #   proxy at 0, 25, 75 and 100 ms one way, three rounds; results in perf/results/wan/, not in
 #   RESULTS.md; `all` leaves it out, it takes hours)
@@ -82,10 +82,13 @@ strait_ensure_kafka
 "$STRAIT_SCRIPTS_DIR/testbed" up >&2
 
 mkdir -p perf/results
-suffix="${STRAIT_BENCH_OUT_SUFFIX:-}"
-out="perf/results/$(date -u +%Y-%m-%d)-$scenario$suffix.json"
+# The exactly-once runs (STRAIT_BENCH_OUT_SUFFIX) go apart: they are not the scenario's result.
+suffix="${STRAIT_BENCH_OUT_SUFFIX:-}" dir=perf/results
+[[ -n "$suffix" ]] && dir=perf/results/exactly-once
+mkdir -p "$dir"
+out="$dir/$(date -u +%Y-%m-%d)-$scenario$suffix.json"
 # A second run on the same day keeps the first: the time goes into the name.
-[[ -e "$out" ]] && out="perf/results/$(date -u +%Y-%m-%d-%H%M%S)-$scenario$suffix.json"
+[[ -e "$out" ]] && out="$dir/$(date -u +%Y-%m-%d-%H%M%S)-$scenario$suffix.json"
 
 strait_log "running $scenario → $out"
 rc=0
