@@ -19,7 +19,9 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use serde::Serialize;
-use strait_dataplane::batch::{BatchWalker, DEFAULT_MAX_DECOMPRESSED_BYTES, decode_records};
+use strait_dataplane::batch::{
+    AbortedFilter, BatchWalker, DEFAULT_MAX_DECOMPRESSED_BYTES, RawBatch, Verdict, decode_records,
+};
 use strait_dataplane::io::{BrokerConn, ConnSetup, IoBackend};
 
 use crate::kafka::{self, now_us};
@@ -144,39 +146,12 @@ struct Part {
     partition: i32,
     next_offset: i64,
     live: bool,
-    /// Producers whose transaction in the partition is aborted and not yet ended by its
-    /// ABORT marker (from the Fetch responses' aborted-transactions lists).
-    aborted: std::collections::HashSet<i64>,
 }
 
-impl Part {
-    /// Whether batch `b` of a read_committed read is of an aborted transaction; tracks the
-    /// aborted producers from `aborted` (the response's list, by first offset) and the ABORT
-    /// markers, as Kafka's consumer does.
-    fn skips(
-        &mut self,
-        b: &strait_dataplane::batch::RawBatch,
-        aborted: &mut Vec<(i64, i64)>,
-    ) -> bool {
-        // `aborted` is sorted by first offset, descending: the next to start is last.
-        while let Some(&(pid, first)) = aborted.last() {
-            if first > b.last_offset() {
-                break;
-            }
-            self.aborted.insert(pid);
-            aborted.pop();
-        }
-        if b.is_control() {
-            if matches!(
-                b.control_type(),
-                Ok(Some(strait_dataplane::batch::walk::ControlType::Abort))
-            ) {
-                self.aborted.remove(&b.producer_id());
-            }
-            return true;
-        }
-        b.is_transactional() && self.aborted.contains(&b.producer_id())
-    }
+/// Whether a read_committed consumer skips `b`: a control batch, or a batch of an aborted
+/// transaction (dataplane's [`AbortedFilter`], the shard's own, built per response).
+fn skipped(filter: &mut AbortedFilter, b: &RawBatch) -> Result<bool> {
+    Ok(filter.classify(b)? != Verdict::Forward)
 }
 
 type FetchFut = LocalBoxFuture<'static, (String, Result<FetchResponse>, u64)>;
@@ -238,7 +213,6 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
             partition: p,
             next_offset: 0,
             live: false,
-            aborted: std::collections::HashSet::new(),
         });
     }
     let total_parts = leaders.len();
@@ -320,13 +294,12 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
                         part.next_offset
                     );
                 }
-                let mut aborted: Vec<(i64, i64)> = pd
-                    .aborted_transactions
-                    .iter()
-                    .flatten()
-                    .map(|a| (a.producer_id.0, a.first_offset))
-                    .collect();
-                aborted.sort_by_key(|a| std::cmp::Reverse(a.1));
+                let mut filter = AbortedFilter::new(
+                    pd.aborted_transactions
+                        .iter()
+                        .flatten()
+                        .map(|a| (a.producer_id.0, a.first_offset)),
+                );
                 let Some(records) = pd.records else { continue };
                 for b in BatchWalker::new(records) {
                     let b = b.with_context(|| {
@@ -335,7 +308,7 @@ pub async fn consume(spec: &ConsumeSpec, monitor: &mut dyn Monitor) -> Result<Co
                     if b.next_offset() <= part.next_offset {
                         continue;
                     }
-                    if part.skips(&b, &mut aborted) {
+                    if skipped(&mut filter, &b)? {
                         part.next_offset = b.next_offset();
                         continue;
                     }
@@ -490,14 +463,8 @@ mod read_committed_tests {
 
     #[test]
     fn aborted_transactions_and_markers_are_skipped_committed_ones_kept() {
-        let mut part = Part {
-            partition: 0,
-            next_offset: 0,
-            live: false,
-            aborted: std::collections::HashSet::new(),
-        };
         // Producer 8's transaction from offset 1 was aborted; 7's committed.
-        let mut aborted = vec![(8, 1)];
+        let mut filter = AbortedFilter::new([(8, 1)]);
         let log = [
             (data(0, 7, true), false),
             (data(1, 8, true), true),
@@ -514,7 +481,12 @@ mod read_committed_tests {
             (data(5, 8, true), false),
         ];
         for (b, skipped) in &log {
-            assert_eq!(part.skips(b, &mut aborted), *skipped, "{}", b.base_offset());
+            assert_eq!(
+                super::skipped(&mut filter, b).unwrap(),
+                *skipped,
+                "{}",
+                b.base_offset()
+            );
         }
     }
 }
