@@ -40,14 +40,15 @@ pub struct Missing {
     pub resource: Resource,
 }
 
-/// The operation `api` needs on the kind of resource `error` names, for the topic or group the
-/// call concerned. `None` when `error` is no authorization error or the API is not one strait
-/// calls.
+/// The operation `api` needs on the kind of resource `error` names, for the topic, group or
+/// transactional id the call concerned. `None` when `error` is no authorization error or the
+/// API is not one strait calls.
 pub fn missing_permission(
     api: &str,
     error: ResponseError,
     topic: Option<&str>,
     group: Option<&str>,
+    transactional_id: Option<&str>,
 ) -> Option<Missing> {
     use ResponseError as E;
     let (operation, resource) = match error {
@@ -86,7 +87,10 @@ pub fn missing_permission(
                 "FindCoordinator" => "DESCRIBE",
                 _ => "WRITE",
             };
-            (op, Resource::TransactionalId(None))
+            (
+                op,
+                Resource::TransactionalId(transactional_id.map(str::to_string)),
+            )
         }
         _ => return None,
     };
@@ -150,7 +154,7 @@ mod tests {
     #[test]
     fn each_refusal_names_the_operation_and_resource() {
         use ResponseError as E;
-        let m = |api, e| missing_permission(api, e, Some("t"), Some("g"));
+        let m = |api, e| missing_permission(api, e, Some("t"), Some("g"), None);
         let cases = [
             ("Produce", E::TopicAuthorizationFailed, "WRITE", "topic t"),
             ("Fetch", E::TopicAuthorizationFailed, "READ", "topic t"),
@@ -241,6 +245,7 @@ mod tests {
             "Produce",
             ResponseError::TopicAuthorizationFailed,
             Some("A.t"),
+            None,
             None,
         )
         .unwrap();

@@ -226,12 +226,9 @@ fn kafka_text(context: &Context, error: ResponseError, message: Option<&str>) ->
         error,
         context.topic.as_deref(),
         context.group.as_deref(),
+        context.transactional_id.as_deref(),
     );
-    if let Some(mut missing) = missing {
-        if missing.resource == super::authz::Resource::TransactionalId(None) {
-            missing.resource =
-                super::authz::Resource::TransactionalId(context.transactional_id.clone());
-        }
+    if let Some(missing) = missing {
         text.push_str(": ");
         text.push_str(&super::authz::explain(
             &missing,
