@@ -301,6 +301,9 @@ pub struct AclBinding {
     pub permission_type: i8,
 }
 
+/// FindCoordinator's key type of a consumer group.
+const KEY_TYPE_GROUP: i8 = 0;
+
 /// ACL codes (`AclOperation`, `AclPermissionType`, `ResourceType`, `PatternType`).
 pub mod acl {
     pub const RESOURCE_ANY: i8 = 1;
@@ -972,15 +975,15 @@ impl Cluster {
             return Ok(*n);
         }
         let ctx = self.ctx("FindCoordinator").group(group);
-        let node = self.find_coordinator(0, group, &ctx).await?;
+        let node = self.find_coordinator(KEY_TYPE_GROUP, group, &ctx).await?;
         self.coordinators
             .borrow_mut()
             .insert(group.to_string(), node);
         Ok(node)
     }
 
-    /// FindCoordinator for `key` of `key_type` (0: a group, 1: a transactional id) on any
-    /// broker, with retries; `ctx` names what is looked up.
+    /// FindCoordinator for `key` of `key_type` ([`KEY_TYPE_GROUP`], or a transactional id's) on
+    /// any broker, with retries; `ctx` names what is looked up.
     async fn find_coordinator(&self, key_type: i8, key: &str, ctx: &Context) -> Result<i32> {
         self.retrying("FindCoordinator", || async {
             let conn = self.any_conn().await?;

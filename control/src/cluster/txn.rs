@@ -6,7 +6,8 @@
 //! KIP-890 part 1): it adds every partition explicitly, and the epoch stays the same from one
 //! transaction to the next. `dataplane::wire::versions` caps AddPartitionsToTxn at v3 (v4+ is
 //! the brokers' batched form) and EndTxn at v4 (v5 starts KIP-890 part 2's epoch bump per
-//! transaction), so that the same calls suit Kafka 3.x and 4.x (tested on the 4.x test bed only).
+//! transaction), so that the same calls suit Kafka 3.x and 4.x (tested on the 4.1.1 test bed and,
+//! through the binary, into a 3.9.1 target: `control/tests/legacy.rs`).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -27,6 +28,7 @@ use crate::model::TopicPartition;
 pub const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
 
 /// FindCoordinator's key type for a transactional id.
+/// FindCoordinator's key type of a transactional id.
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// The wait between tries while the coordinator is still ending the previous transaction

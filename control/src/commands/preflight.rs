@@ -403,14 +403,15 @@ async fn topic_verdicts(
     }
 }
 
-/// The verdicts for `ops` (WRITE, DESCRIBE) on a flow's transactional ids: InitProducerId of
-/// `probe_id`, under their prefix, needs WRITE; finding its coordinator needs DESCRIBE. Any
+/// The verdicts for `ops` (WRITE, DESCRIBE) on the transactional ids under `prefix`:
+/// InitProducerId of a probe id under it needs WRITE; finding its coordinator needs DESCRIBE. Any
 /// other refusal (e.g. a cluster whose transaction state topic cannot be created) is named.
 async fn transactional_verdicts(
     c: &Cluster,
     ops: &[(i8, &'static str)],
-    probe_id: &str,
+    prefix: &str,
 ) -> Vec<Verdict> {
+    let probe_id = &crate::duties::exactly_once::preflight_transactional_id(prefix);
     let refused =
         |e: &ClusterError| e.is(kafka_protocol::ResponseError::TransactionalIdAuthorizationFailed);
     let (write, describe) = match c.txn_coordinator(probe_id).await {
@@ -453,7 +454,6 @@ async fn check_side(
     c: &Cluster,
     needs: &[&Need],
     cluster_bits: Result<i32, ClusterError>,
-    probe_id: &str,
 ) -> Vec<Line> {
     let topics: Vec<String> = needs
         .iter()
@@ -489,8 +489,8 @@ async fn check_side(
                     })
                     .collect(),
             },
-            Resource::TransactionalIdPrefix(_) => {
-                transactional_verdicts(c, &n.operations, probe_id).await
+            Resource::TransactionalIdPrefix(prefix) => {
+                transactional_verdicts(c, &n.operations, prefix).await
             }
             Resource::Cluster | Resource::TransactionalId(_) => n
                 .operations
@@ -580,11 +580,7 @@ pub async fn preflight(cfg: &Mm2Config, flow: &FlowConfig) -> Result<Report, Pre
             .clusters
             .push((c.alias().to_string(), authz::principal(conn), None));
         let mine: Vec<&Need> = all.iter().filter(|n| n.side == side).collect();
-        let probe_id =
-            crate::duties::exactly_once::preflight_transactional_id(&flow.source, &flow.target);
-        report
-            .lines
-            .extend(check_side(c, &mine, bits, &probe_id).await);
+        report.lines.extend(check_side(c, &mine, bits).await);
     }
     Ok(report)
 }

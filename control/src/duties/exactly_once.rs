@@ -44,9 +44,10 @@ pub fn transactional_id_prefix(source: &str, target: &str) -> String {
 }
 
 /// The transactional id `strait check --connect` registers to prove the WRITE permission on
-/// the flow's ids: under their prefix, and no partition's (it has no `:<partition>`).
-pub fn preflight_transactional_id(source: &str, target: &str) -> String {
-    format!("{}strait-check", transactional_id_prefix(source, target))
+/// the ids of a flow (`prefix`: [`transactional_id_prefix`]): under the prefix, and no
+/// partition's (it has no `:<partition>`).
+pub fn preflight_transactional_id(prefix: &str) -> String {
+    format!("{prefix}strait-check")
 }
 
 /// Where one partition's commit cycle stands.
