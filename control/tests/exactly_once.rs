@@ -34,23 +34,6 @@ impl Rng {
     }
 }
 
-/// Waits until strait's log says it took its partitions over (it copies from then on).
-fn wait_taken_over(s: &Strait, partitions: usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let log = s.stderr();
-        if log.matches("exactly-once: partition taken over").count() >= partitions {
-            return;
-        }
-        if Instant::now() >= deadline {
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
-            panic!("strait took no partition over within 60 s; the end of its log:\n{tail}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// `/flows`, `/metrics` and `strait ctl status` say that the flow forwards exactly-once and
 /// count its commits.
 fn shows_its_transactions(s: &Strait, flow: &str, partitions: usize) {
@@ -140,7 +123,7 @@ fn kill_over_and_over(
 ) {
     for kill in 0..kills {
         let s = Strait::start(Path::new(STRAIT), cfg, &[]);
-        wait_taken_over(&s, partitions);
+        s.wait_taken_over(partitions);
         if kill == 0 {
             shows_its_transactions(&s, flow, partitions);
         }
@@ -298,11 +281,11 @@ fn a_second_strait_outside_the_group_fences_the_first_which_stops_saying_so() {
     );
     let records: u64 = 20_000;
     let first = Strait::start(Path::new(STRAIT), &cfg, &[]);
-    wait_taken_over(&first, partitions as usize);
+    first.wait_taken_over(partitions as usize);
     let mut producer = verifiable_producer(Testbed::get().source(), &topic, records, 2_000);
     std::thread::sleep(Duration::from_secs(3));
     let second = Strait::start(Path::new(STRAIT), &other, &[]);
-    wait_taken_over(&second, partitions as usize);
+    second.wait_taken_over(partitions as usize);
     // Each partition's line names its own transactional id (a shard's failure is logged by
     // the shard and again by control, so counting lines would not count partitions).
     let ids: Vec<String> = (0..partitions)

@@ -739,20 +739,7 @@ fn exactly_once_into_kafka_3_9() {
         .subsec_nanos();
     for kill in 0..5u32 {
         let s = strait_tests::strait::Strait::start(Path::new(STRAIT), &cfg, &[]);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while s
-            .stderr()
-            .matches("exactly-once: partition taken over")
-            .count()
-            < partitions as usize
-        {
-            assert!(
-                Instant::now() < deadline,
-                "kill {kill}: no take-over within 60 s:\n{}",
-                s.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        s.wait_taken_over(partitions as usize);
         // At a moment that varies from kill to kill and run to run.
         let ms = u64::from((nanos >> kill).wrapping_mul(2_654_435_761) % 2_000);
         std::thread::sleep(Duration::from_millis(ms));

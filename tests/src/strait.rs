@@ -80,6 +80,24 @@ fn parse_summary(line: &str) -> Option<Summary> {
 }
 
 impl Strait {
+    /// Waits until the log says exactly-once took `partitions` partitions over (it copies from
+    /// then on); panics after 60 s with the end of the log.
+    pub fn wait_taken_over(&self, partitions: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let log = self.stderr();
+            if log.matches("exactly-once: partition taken over").count() >= partitions {
+                return;
+            }
+            if std::time::Instant::now() >= deadline {
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+                panic!("strait took no partition over within 60 s; the end of its log:\n{tail}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// Starts `bin run --config CONFIG ARGS...`.
     pub fn start(bin: &Path, config: &Path, args: &[&str]) -> Strait {
         Strait::start_with_env(bin, config, args, &[])
