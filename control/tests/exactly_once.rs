@@ -340,3 +340,68 @@ fn a_second_strait_outside_the_group_fences_the_first_which_stops_saying_so() {
         "{records} produced; read_committed saw {t:?}"
     );
 }
+
+/// strait frozen (SIGSTOP) longer than its transactions' timeout, as a long pause or a host
+/// stall would: the coordinator aborts every open transaction and bumps its epoch, as a
+/// fencing does. Resumed, strait asks the coordinator which it was, takes each partition over
+/// again from its committed progress, and copies on: nothing stops, nothing is lost or
+/// duplicated.
+#[test]
+fn frozen_past_the_transaction_timeout_it_takes_its_partitions_over_again() {
+    let topic = unique("eos-frozen");
+    let partitions = 3;
+    create_topic(Testbed::get().source(), &topic, partitions, &[]);
+    let (cfg, flow, remote) = eos_flow(&topic, "eos-frozen");
+    let target_alias = flow.split("->").nth(1).expect("a flow name");
+    // A session that outlasts the freeze: the member keeps its partitions, and only the
+    // transactions time out (the broker looks for them every 10 s by default).
+    let cfg_text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "strait.group.session.timeout.ms = 6000",
+        "strait.group.session.timeout.ms = 60000",
+    ) + &format!("{target_alias}.producer.transaction.timeout.ms = 5000\n");
+    std::fs::write(&cfg, cfg_text).unwrap();
+    let records: u64 = 30_000;
+    let s = Strait::start(Path::new(STRAIT), &cfg, &[]);
+    s.wait_taken_over(partitions as usize);
+    let mut producer = verifiable_producer(Testbed::get().source(), &topic, records, 1_000);
+    std::thread::sleep(Duration::from_secs(3));
+    s.signal("STOP");
+    std::thread::sleep(Duration::from_secs(25));
+    s.signal("CONT");
+    let log = eventually(
+        60,
+        "a transaction found timed out and taken over again",
+        || {
+            let log = s.stderr();
+            log.contains("the coordinator aborted the transaction for its timeout")
+                .then_some(log)
+        },
+    );
+    let stopped: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("ERROR") && l.contains("fenced"))
+        .collect();
+    assert!(stopped.is_empty(), "{stopped:#?}");
+    assert!(producer.wait().expect("the producer runs").success());
+    eventually(90, "every record committed on the target", || {
+        let n: usize = (0..partitions)
+            .map(|p| {
+                strait_tests::log::read_committed_records(Testbed::get().target(), &remote, p).len()
+            })
+            .sum();
+        (n as u64 >= records).then_some(())
+    });
+    s.signal("TERM");
+    let exit = s.wait(Duration::from_secs(30));
+    // No partition stopped.
+    assert_eq!(exit.code, Some(0), "{}", exit.stderr);
+    let t = tally(
+        &committed_values(Testbed::get().target(), &remote, records),
+        records,
+    );
+    assert_eq!(
+        (t.lost, t.duplicated, t.out_of_order, t.highest),
+        (0, 0, 0, Some(records - 1)),
+        "{records} produced; read_committed saw {t:?}"
+    );
+}

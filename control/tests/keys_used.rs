@@ -112,7 +112,17 @@ fn view(v: View, cfg: &Mm2Config, t0: Instant) -> String {
         ),
         View::Migrate => p.config.mm2_offsets_topic.value.clone(),
         View::Progress => p.progress_replication_factor.to_string(),
-        View::Transactions => p.config.exactly_once.value.to_string(),
+        // What `run::start::open_flow` builds the flow's exactly-once state from.
+        View::Transactions => format!(
+            "{} {} {}",
+            p.config.exactly_once.value,
+            p.config.transaction_boundary_interval_ms.value,
+            p.config
+                .clients
+                .target_producer
+                .transaction_timeout_ms
+                .value
+        ),
     }
 }
 
@@ -575,6 +585,18 @@ static PROBES: &[Probe] = &[
         "exactly.once.source.support",
         "",
         "B.exactly.once.source.support = enabled\n",
+        View::Transactions,
+    ),
+    (
+        "transaction.boundary.interval.ms",
+        "",
+        "A->B.transaction.boundary.interval.ms = 500\n",
+        View::Transactions,
+    ),
+    (
+        "transaction.timeout.ms",
+        "",
+        "B.producer.transaction.timeout.ms = 30000\n",
         View::Transactions,
     ),
     (

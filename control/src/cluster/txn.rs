@@ -1,6 +1,7 @@
 //! Kafka transactions for exactly-once forwarding: a transactional producer's identity
 //! (FindCoordinator with key type transaction, InitProducerId with a transactional id), the
-//! partitions of its open transaction (AddPartitionsToTxn) and its end (EndTxn).
+//! partitions of its open transaction (AddPartitionsToTxn), its end (EndTxn), and what the
+//! coordinator holds for the id (DescribeTransactions, KIP-664: Kafka 3.0 and later).
 //!
 //! strait speaks the classic transaction protocol (KIP-98 with the broker-side verification of
 //! KIP-890 part 1): it adds every partition explicitly, and the epoch stays the same from one
@@ -15,19 +16,20 @@ use std::time::{Duration, Instant};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, TopicName, TransactionalId,
+    AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest, InitProducerIdRequest,
+    TopicName, TransactionalId,
 };
 use strait_dataplane::io::BrokerConn;
 
 use super::{Cluster, ClusterError, Context, Result, sb};
 use crate::model::TopicPartition;
 
-/// The transaction timeout strait's exactly-once producers ask for: the coordinator aborts a
-/// transaction left open longer (a holder that died without being replaced). Kafka's producer
-/// default; a commit interval is far shorter.
+/// The transaction timeout strait's exactly-once producers ask for unless the target's
+/// producer sets `transaction.timeout.ms`: the coordinator aborts a transaction left open
+/// longer (a holder that died without being replaced). Kafka's producer default; a commit
+/// interval is far shorter.
 pub const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
 
-/// FindCoordinator's key type for a transactional id.
 /// FindCoordinator's key type of a transactional id.
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
@@ -48,6 +50,16 @@ const CONCURRENT_TXN_WAIT: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxnProducer {
     pub transactional_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
+/// What the coordinator holds for a transactional id (DescribeTransactions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnState {
+    /// The coordinator's name for it: `Empty`, `Ongoing`, `PrepareCommit`, `PrepareAbort`,
+    /// `CompleteCommit`, `CompleteAbort`, `PrepareEpochFence`, `Dead`.
+    pub state: String,
     pub producer_id: i64,
     pub producer_epoch: i16,
 }
@@ -226,6 +238,37 @@ impl Cluster {
                 }
                 None => Ok(()),
             }
+        })
+        .await
+    }
+
+    /// What the coordinator holds for `transactional_id`: its state, producer id and epoch.
+    pub async fn describe_txn(&self, transactional_id: &str) -> Result<TxnState> {
+        let api = "DescribeTransactions";
+        self.retrying(api, || async {
+            let conn = self.txn_coordinator_conn(transactional_id, api).await?;
+            let ctx = self.txn_ctx(api, transactional_id).broker(conn.broker());
+            let req = DescribeTransactionsRequest::default()
+                .with_transactional_ids(vec![TransactionalId(sb(transactional_id))]);
+            let resp = conn
+                .call(&req)
+                .await
+                .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
+            let Some(t) = resp
+                .transaction_states
+                .into_iter()
+                .find(|t| t.transactional_id.0.as_str() == transactional_id)
+            else {
+                return Err(ClusterError::Invalid {
+                    context: Box::new(ctx),
+                    message: "the answer lacks the transactional id asked for".into(),
+                });
+            };
+            self.txn_answer(transactional_id, ctx, t.error_code, || TxnState {
+                state: t.transaction_state.as_str().to_string(),
+                producer_id: t.producer_id.0,
+                producer_epoch: t.producer_epoch,
+            })
         })
         .await
     }

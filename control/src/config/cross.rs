@@ -57,6 +57,31 @@ pub(crate) fn errors(s: &StraitSettings, flows: &[FlowConfig]) -> Vec<ConfigErro
             ),
         ));
     }
+    // A transaction commits several times before the coordinator would time it out.
+    for f in enabled.iter().filter(|f| f.exactly_once.value) {
+        let (interval, timeout) = (
+            &f.transaction_boundary_interval_ms,
+            &f.clients.target_producer.transaction_timeout_ms,
+        );
+        if interval.value == 0 || interval.value * 4 > u64::from(timeout.value) {
+            let (key, line) = match line_of(interval) {
+                Some(l) => ("transaction.boundary.interval.ms", Some(l)),
+                None => ("transaction.timeout.ms", line_of(timeout)),
+            };
+            out.push(ConfigError::new(
+                ErrorKind::Conflict,
+                Some(key),
+                line,
+                format!(
+                    "flow {}: transaction.boundary.interval.ms = {} must be above 0 and at most a quarter of {}'s producer transaction.timeout.ms = {}",
+                    f.name(),
+                    interval.value,
+                    f.target,
+                    timeout.value
+                ),
+            ));
+        }
+    }
     // Passwords without the store they open would be silently unused.
     if s.api_keystore_location.value.is_none() {
         for (key, setting) in [
@@ -125,6 +150,32 @@ mod tests {
             keys(&errors("strait.group.session.timeout.ms = 8000\n")),
             vec![(Some("strait.group.session.timeout.ms"), Some(6))]
         );
+    }
+
+    #[test]
+    fn a_transaction_commits_several_times_within_its_timeout() {
+        const EOS: &str = "B.exactly.once.source.support = enabled\n";
+        assert!(errors(EOS).is_empty());
+        assert!(errors(&format!("{EOS}B.producer.transaction.timeout.ms = 4000\n")).is_empty());
+        // 1000 ms * 4 > 3999.
+        let e = errors(&format!("{EOS}B.producer.transaction.timeout.ms = 3999\n"));
+        assert_eq!(keys(&e), vec![(Some("transaction.timeout.ms"), Some(7))]);
+        assert!(e[0].to_string().contains("flow A->B"), "{}", e[0]);
+        let e = errors(&format!(
+            "{EOS}A->B.transaction.boundary.interval.ms = 20000\n"
+        ));
+        assert_eq!(
+            keys(&e),
+            vec![(Some("transaction.boundary.interval.ms"), Some(7))]
+        );
+        assert_eq!(
+            keys(&errors(&format!(
+                "{EOS}A->B.transaction.boundary.interval.ms = 0\n"
+            ))),
+            vec![(Some("transaction.boundary.interval.ms"), Some(7))]
+        );
+        // Without exactly-once neither is read.
+        assert!(errors("A->B.transaction.boundary.interval.ms = 0\n").is_empty());
     }
 
     #[test]

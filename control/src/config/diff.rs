@@ -270,7 +270,15 @@ fn restart_fields(f: &FlowConfig) -> Fields {
         "checkpoints.topic.replication.factor" => checkpoints_topic_replication_factor,
         // The flow's runtime holds its partitions' transactions, or none.
         "exactly.once.source.support" => exactly_once,
+        "transaction.boundary.interval.ms" => transaction_boundary_interval_ms,
     );
+    out.push((
+        "transaction.timeout.ms",
+        format!(
+            "{:?}",
+            f.clients.target_producer.transaction_timeout_ms.value
+        ),
+    ));
     out.push((
         "replication.policy.*",
         format!("{:?}", f.replication_policy),

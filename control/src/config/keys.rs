@@ -793,14 +793,7 @@ pub static PRODUCER_KEYS: &[KeyDef] = &[
         Some("true"),
         Support::Ignored("strait's producer is always idempotent"),
     ),
-    k(
-        "transaction.timeout.ms",
-        I32,
-        Some("60000"),
-        Support::Ignored(
-            "exactly-once transactions always ask for 60000 ms; a commit interval is far shorter",
-        ),
-    ),
+    k("transaction.timeout.ms", I32_GE0, Some("60000"), U),
     k(
         "transactional.id",
         Ty::Str,
@@ -1355,14 +1348,11 @@ pub static FLOW_ONLY_KEYS: &[KeyDef] = &[
         "transaction.boundary",
         Ty::EnumCi(&["poll", "interval", "connector"]),
         Some("poll"),
-        Support::Ignored("strait does not produce transactionally yet"),
+        Support::Ignored(
+            "with exactly-once, strait commits each source partition's transaction every transaction.boundary.interval.ms (MirrorMaker's `interval` boundary), whatever this says",
+        ),
     ),
-    k(
-        "transaction.boundary.interval.ms",
-        I64_GE0,
-        None,
-        Support::Ignored("strait does not produce transactionally yet"),
-    ),
+    k("transaction.boundary.interval.ms", I64_GE0, None, U),
     k(
         "offsets.storage.topic",
         Ty::Str,

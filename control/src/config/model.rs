@@ -231,6 +231,9 @@ pub struct ProducerSettings {
     pub max_request_size: Setting<u32>,
     /// `batch.size`: small batches queued behind a full produce window merge up to this size.
     pub batch_size: Setting<u32>,
+    /// `transaction.timeout.ms`: with exactly-once, how long the coordinator lets one of
+    /// strait's transactions stay open before it aborts it (Kafka's default, 60 000).
+    pub transaction_timeout_ms: Setting<u32>,
 }
 
 /// An admin client's settings.
@@ -361,6 +364,11 @@ pub struct FlowConfig {
     /// forwarded exactly-once, inside transactions on the target that hold its progress too
     /// (`duties/exactly_once.rs`).
     pub exactly_once: Setting<bool>,
+    /// `transaction.boundary.interval.ms`: with exactly-once, how often each partition's
+    /// transaction commits. strait's default is 1000 ms (MirrorMaker commits per poll unless
+    /// `transaction.boundary = interval`, whose interval defaults to the worker's
+    /// `offset.flush.interval.ms`).
+    pub transaction_boundary_interval_ms: Setting<u64>,
     /// Where MM2 kept this flow's progress (`offset.storage.topic`, default
     /// `mm2-offsets.<source>.internal`), for importing it.
     pub mm2_offsets_topic: Setting<String>,

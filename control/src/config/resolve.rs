@@ -595,6 +595,11 @@ impl<'a> Resolver<'a> {
         let exactly_once = setting(&worker, "exactly.once.source.support", false, |v| {
             Ok(java_trim(v).eq_ignore_ascii_case("enabled"))
         });
+        let transaction_boundary_interval_ms = Self::with_strait_default(
+            setting(&cp, "transaction.boundary.interval.ms", 1_000, parse_u64),
+            1_000,
+            "a commit every second keeps what read_committed consumers wait for short",
+        );
         let mm2_offsets_topic = setting(
             &worker,
             "offset.storage.topic",
@@ -658,6 +663,7 @@ impl<'a> Resolver<'a> {
             admin_timeout_ms,
             offset_flush_interval_ms,
             exactly_once,
+            transaction_boundary_interval_ms,
             mm2_offsets_topic,
             progress_topic_replication_factor,
             clients,
@@ -938,6 +944,7 @@ impl<'a> Resolver<'a> {
         );
         let max_request_size = Self::u32_setting(&props, k, "max.request.size");
         let batch_size = Self::u32_setting(&props, k, "batch.size");
+        let transaction_timeout_ms = Self::u32_setting(&props, k, "transaction.timeout.ms");
         let mut client = self.client(ctx, role, cluster, &props, k);
         client.conn.max_in_flight_requests = max_in_flight_requests_per_connection.value as usize;
         ProducerSettings {
@@ -946,6 +953,7 @@ impl<'a> Resolver<'a> {
             max_in_flight_requests_per_connection,
             max_request_size,
             batch_size,
+            transaction_timeout_ms,
         }
     }
 

@@ -44,6 +44,8 @@ pub(crate) fn add_warnings(
 fn exactly_once(enabled: &[&FlowConfig], out: &mut Vec<ConfigWarning>) {
     for f in enabled.iter().filter(|f| f.exactly_once.value) {
         let (s, t) = (&f.source, &f.target);
+        let interval = f.transaction_boundary_interval_ms.value;
+        let timeout = f.clients.target_producer.transaction_timeout_ms.value;
         out.push(ConfigWarning::new(
             Severity::Note,
             WarningKind::ExactlyOnce,
@@ -53,7 +55,7 @@ fn exactly_once(enabled: &[&FlowConfig], out: &mut Vec<ConfigWarning>) {
                 _ => None,
             },
             format!(
-                "{s}->{t} forwards exactly-once: each source partition is copied inside transactions on {t} that also hold its progress (transactional id `strait-eos:{s}->{t}:<topic>:<partition>`, one commit per partition about every second), so read_committed consumers of {t} see each record once, also after a crash; read_uncommitted consumers may also see records of aborted transactions; the principal on {t} needs WRITE and DESCRIBE on the transactional ids with prefix `strait-eos:{s}->{t}:`"
+                "{s}->{t} forwards exactly-once: each source partition is copied inside transactions on {t} that also hold its progress (transactional id `strait-eos:{s}->{t}:<topic>:<partition>`, one commit per partition every transaction.boundary.interval.ms = {interval} ms, each transaction aborted by {t} if open for transaction.timeout.ms = {timeout} ms), so read_committed consumers of {t} see each record once, also after a crash; read_uncommitted consumers may also see records of aborted transactions; the principal on {t} needs WRITE and DESCRIBE on the transactional ids with prefix `strait-eos:{s}->{t}:`"
             ),
         ));
     }
@@ -466,6 +468,22 @@ mod tests {
         assert_eq!(w[0].line, Some(7));
         assert!(
             w[0].message.contains("`strait-eos:A->B:`"),
+            "{}",
+            w[0].message
+        );
+        assert!(
+            w[0].message
+                .contains("transaction.boundary.interval.ms = 1000 ms")
+                && w[0].message.contains("transaction.timeout.ms = 60000 ms"),
+            "{}",
+            w[0].message
+        );
+        let c = load(&format!(
+            "{TWO_WAY}B.exactly.once.source.support = enabled\nA->B.transaction.boundary.interval.ms = 250\nB.producer.transaction.timeout.ms = 5000\n"
+        ));
+        let w = of(&c, WarningKind::ExactlyOnce);
+        assert!(
+            w[0].message.contains("= 250 ms") && w[0].message.contains("= 5000 ms"),
             "{}",
             w[0].message
         );

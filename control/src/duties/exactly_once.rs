@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 use strait_dataplane::shard::partition::ProducerIdentity;
 use strait_dataplane::shard::{PartitionKey, Transactional};
 
-use crate::cluster::txn::{TRANSACTION_TIMEOUT_MS, TxnEnd, TxnProducer};
+use crate::cluster::txn::{TxnEnd, TxnProducer, TxnState};
 use kafka_protocol::ResponseError;
 
 use crate::cluster::{Cluster, ClusterError, TopicPartition};
+use crate::config::FlowConfig;
 use crate::model::counters::TxnCounters;
 use crate::offsets::mapping::OffsetMapping;
 use crate::store::progress::{Entry, ProgressStore};
@@ -51,7 +52,7 @@ pub fn preflight_transactional_id(prefix: &str) -> String {
 }
 
 /// Where one partition's commit cycle stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Phase {
     /// Forwarding into the open transaction since `since`.
     Open { since: Instant },
@@ -71,6 +72,11 @@ enum Phase {
     Restarting,
     /// The partition stopped in its shard: abort its transaction, then nothing more.
     Aborting,
+    /// Refused as fenced while its transaction was open longer than the transaction timeout:
+    /// the coordinator may have aborted it (and bumped the epoch, as a fencing does). The next
+    /// round asks the coordinator which it was ([`timed_out`]): timed out, the partition is
+    /// taken over again; fenced, it stops with `error`.
+    Suspect { error: String },
     /// Stopped (failed or fenced): nothing more is done for it.
     Stopped,
 }
@@ -84,7 +90,19 @@ struct TxnPartition {
     progress_sequence: i32,
     /// The progress the last commit stored (`None`: none yet, the start's decision stands).
     committed: Option<Entry>,
+    /// When its open transaction's first AddPartitionsToTxn was sent (`None`: none open).
+    /// The coordinator's clock for its timeout starts later, so a transaction open for less
+    /// than the timeout by this clock cannot have timed out.
+    opened: Option<Instant>,
     phase: Phase,
+}
+
+impl TxnPartition {
+    /// Whether the coordinator may have aborted its open transaction for its age.
+    fn may_have_timed_out(&self, timeout: Duration, now: Instant) -> bool {
+        self.opened
+            .is_some_and(|t| now.saturating_duration_since(t) >= timeout)
+    }
 }
 
 /// What the control loop must tell a partition's shard after a commit round.
@@ -107,22 +125,46 @@ pub struct ExactlyOnce {
     target: String,
     progress: TopicPartition,
     interval: Duration,
+    /// The transaction timeout the producers ask for (`transaction.timeout.ms`).
+    timeout_ms: i32,
     parts: BTreeMap<TopicPartition, TxnPartition>,
     counters: TxnCounters,
 }
 
 impl ExactlyOnce {
     /// `progress_topic` is the flow's progress topic on the target; a transaction commits
-    /// every `interval`.
-    pub fn new(source: &str, target: &str, progress_topic: &str, interval: Duration) -> Self {
+    /// every `interval`, and the coordinator aborts one left open for `timeout_ms`.
+    pub fn new(
+        source: &str,
+        target: &str,
+        progress_topic: &str,
+        interval: Duration,
+        timeout_ms: i32,
+    ) -> Self {
         ExactlyOnce {
             source: source.to_string(),
             target: target.to_string(),
             progress: TopicPartition::new(progress_topic, 0),
             interval,
+            timeout_ms,
             parts: BTreeMap::new(),
             counters: TxnCounters::default(),
         }
+    }
+
+    /// The exactly-once state of a flow whose target enables it (`None`: at-least-once), its
+    /// commit interval and transaction timeout from its configuration.
+    pub fn for_flow(config: &FlowConfig, progress_topic: &str) -> Option<Self> {
+        config.exactly_once.value.then(|| {
+            ExactlyOnce::new(
+                &config.source,
+                &config.target,
+                progress_topic,
+                Duration::from_millis(config.transaction_boundary_interval_ms.value),
+                i32::try_from(config.clients.target_producer.transaction_timeout_ms.value)
+                    .unwrap_or(i32::MAX),
+            )
+        })
     }
 
     /// What it did, for the API and `/metrics`.
@@ -150,7 +192,7 @@ impl ExactlyOnce {
         for (key, remote) in starts {
             let tp = TopicPartition::new(&*key.topic, key.partition);
             let id = transactional_id(&self.source, &self.target, &tp);
-            match target.init_txn_producer(&id, TRANSACTION_TIMEOUT_MS).await {
+            match target.init_txn_producer(&id, self.timeout_ms).await {
                 Ok(producer) => fenced.push((key.clone(), tp, remote.clone(), producer)),
                 Err(e) => out.push((key.clone(), Err(e))),
             }
@@ -191,6 +233,7 @@ impl ExactlyOnce {
                     producer,
                     progress_sequence: 0,
                     committed,
+                    opened: Some(now),
                     phase: Phase::Open { since: now },
                 },
             );
@@ -265,17 +308,45 @@ impl ExactlyOnce {
             .any(|p| matches!(p.phase, Phase::Sealing { .. }))
     }
 
-    /// `tp` stopped in its shard (`fenced`: another holder fenced its producer). Its
-    /// transaction is aborted at the next round (unless fenced: the fencing aborted it).
-    pub fn on_failed(&mut self, tp: &TopicPartition, fenced: bool) {
-        if let Some(p) = self.parts.get_mut(tp) {
-            if fenced {
-                self.counters.fenced += 1;
-                p.phase = Phase::Stopped;
-            } else if p.phase != Phase::Stopped {
-                p.phase = Phase::Aborting;
-            }
+    /// `tp` stopped in its shard with `error` (`fenced`: its producer's epoch was refused).
+    /// Its transaction is aborted at the next round (unless fenced: the fencing aborted it).
+    /// A refused epoch that may be the coordinator's timeout rather than another holder is
+    /// held back until the next round has asked the coordinator.
+    pub fn on_failed(
+        &mut self,
+        tp: &TopicPartition,
+        fenced: bool,
+        error: &str,
+        now: Instant,
+    ) -> OnFailed {
+        let timeout = self.timeout();
+        let Some(p) = self.parts.get_mut(tp) else {
+            return OnFailed::Stop(None);
+        };
+        // Each batch in flight reports the refusal: the first decided.
+        if matches!(p.phase, Phase::Suspect { .. } | Phase::Restarting) {
+            return OnFailed::HeldBack;
         }
+        if fenced && p.may_have_timed_out(timeout, now) {
+            tracing::warn!(partition = %tp, transactional_id = %p.producer.transactional_id, "exactly-once: the epoch was refused while the transaction was open longer than its timeout; asking the coordinator whether it timed out or another holder took over ({error})");
+            p.phase = Phase::Suspect {
+                error: error.to_string(),
+            };
+            return OnFailed::HeldBack;
+        }
+        if fenced {
+            self.counters.fenced += 1;
+            p.phase = Phase::Stopped;
+            return OnFailed::Stop(Some(fenced_error(&p.producer, error)));
+        }
+        if p.phase != Phase::Stopped {
+            p.phase = Phase::Aborting;
+        }
+        OnFailed::Stop(None)
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(u64::try_from(self.timeout_ms).unwrap_or(0))
     }
 
     /// Commits the sealed partitions' transactions (progress written inside, EndTxn, the next
@@ -296,16 +367,22 @@ impl ExactlyOnce {
             .filter(|(_, p)| {
                 matches!(
                     p.phase,
-                    Phase::Sealed { .. } | Phase::Aborting | Phase::Opening
+                    Phase::Sealed { .. } | Phase::Aborting | Phase::Opening | Phase::Suspect { .. }
                 )
             })
             .map(|(tp, _)| tp.clone())
             .collect();
         let mut out = Vec::new();
+        let timeout = self.timeout();
         for tp in ready {
             let Some(p) = self.parts.get_mut(&tp) else {
                 continue;
             };
+            if let Phase::Suspect { error } = &p.phase {
+                let error = error.clone();
+                out.extend(suspect(target, &mut self.counters, &tp, p, &error).await);
+                continue;
+            }
             if p.phase == Phase::Aborting {
                 if let Err(e) = target.end_txn(&p.producer, TxnEnd::Abort).await {
                     tracing::warn!(partition = %tp, error = %e, "exactly-once: cannot abort the transaction of a stopped partition; the coordinator's timeout will");
@@ -316,12 +393,20 @@ impl ExactlyOnce {
             }
             if p.phase == Phase::Opening {
                 let parts = [p.remote.clone(), TopicPartition::new(progress.topic(), 0)];
+                p.opened = Some(now);
                 match target.add_partitions_to_txn(&p.producer, &parts).await {
                     Ok(()) => {
                         p.phase = Phase::Open { since: now };
                         out.push(AfterCommit::Unseal(p.key.clone()));
                     }
-                    Err(e) => out.push(failed_txn(&mut self.counters, &tp, p, &e, "opening")),
+                    Err(e) => out.extend(failed_txn(
+                        &mut self.counters,
+                        &tp,
+                        p,
+                        &e,
+                        "opening",
+                        timeout,
+                    )),
                 }
                 continue;
             }
@@ -336,6 +421,7 @@ impl ExactlyOnce {
                         .committed_after(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
                     // The shard stays sealed until there is something to copy.
                     p.phase = Phase::Idle;
+                    p.opened = None;
                 }
                 Err(e) => {
                     if !is_fenced(&e)
@@ -343,7 +429,14 @@ impl ExactlyOnce {
                     {
                         tracing::warn!(partition = %tp, error = %e, "exactly-once: abort failed; the take-over's fencing aborts it");
                     }
-                    out.push(failed_txn(&mut self.counters, &tp, p, &e, "commit"));
+                    out.extend(failed_txn(
+                        &mut self.counters,
+                        &tp,
+                        p,
+                        &e,
+                        "commit",
+                        timeout,
+                    ));
                 }
             }
         }
@@ -386,6 +479,15 @@ impl ExactlyOnce {
     }
 }
 
+/// What becomes of a partition that stopped in its shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnFailed {
+    /// It stops, with this error instead of the shard's (`None`: the shard's).
+    Stop(Option<String>),
+    /// Not yet decided: the next exactly-once round asks the coordinator.
+    HeldBack,
+}
+
 /// A partition taken over: what its shard assignment carries and where it starts.
 #[derive(Debug)]
 pub struct TakenOver {
@@ -402,33 +504,109 @@ fn is_fenced(e: &ClusterError) -> bool {
         || e.is(ResponseError::TransactionalIdAuthorizationFailed)
 }
 
-/// A transaction call of `p` (its `what`: commit, opening) failed with `e`: fenced, it stops;
-/// otherwise (its transaction aborted by the caller) it is taken over again from the committed
-/// progress.
+/// A transaction call of `p` (its `what`: commit, opening) failed with `e`: fenced, it stops
+/// (or, open longer than `timeout`, waits for the next round to ask the coordinator whether it
+/// timed out: `None`); otherwise (its transaction aborted by the caller) it is taken over
+/// again from the committed progress.
 fn failed_txn(
     counters: &mut TxnCounters,
     tp: &TopicPartition,
     p: &mut TxnPartition,
     e: &ClusterError,
     what: &str,
-) -> AfterCommit {
-    if is_fenced(e) {
-        counters.fenced += 1;
-        p.phase = Phase::Stopped;
-        let error = format!(
-            "fenced: another holder of transactional id {} took the partition over ({e}); this member stops it",
-            p.producer.transactional_id
-        );
-        tracing::error!(partition = %tp, "{error}");
-        return AfterCommit::Fenced {
-            key: p.key.clone(),
-            error,
+    timeout: Duration,
+) -> Option<AfterCommit> {
+    if is_fenced(e) && p.may_have_timed_out(timeout, Instant::now()) {
+        tracing::warn!(partition = %tp, transactional_id = %p.producer.transactional_id, "exactly-once: {what} refused while the transaction was open longer than its timeout; asking the coordinator whether it timed out or another holder took over ({e})");
+        p.phase = Phase::Suspect {
+            error: e.to_string(),
         };
+        return None;
+    }
+    if is_fenced(e) {
+        return Some(fenced(counters, tp, p, &e.to_string()));
     }
     tracing::warn!(partition = %tp, error = %e, "exactly-once: {what} failed; the transaction is aborted and the partition taken over again from the committed progress");
     counters.aborted += 1;
     p.phase = Phase::Restarting;
-    AfterCommit::Restart(p.key.clone())
+    Some(AfterCommit::Restart(p.key.clone()))
+}
+
+/// `p`'s producer is fenced (`cause`): it stops.
+fn fenced(
+    counters: &mut TxnCounters,
+    tp: &TopicPartition,
+    p: &mut TxnPartition,
+    cause: &str,
+) -> AfterCommit {
+    counters.fenced += 1;
+    p.phase = Phase::Stopped;
+    let error = fenced_error(&p.producer, cause);
+    tracing::error!(partition = %tp, "{error}");
+    AfterCommit::Fenced {
+        key: p.key.clone(),
+        error,
+    }
+}
+
+/// What a partition whose producer another holder fenced (`cause`) stops with.
+fn fenced_error(producer: &TxnProducer, cause: &str) -> String {
+    format!(
+        "fenced: another holder of transactional id {} took the partition over ({cause}); this member stops it",
+        producer.transactional_id
+    )
+}
+
+/// Whether the coordinator's `state` for `held`'s transactional id says that the coordinator
+/// itself aborted `held`'s transaction for its timeout: an abort under `held`'s producer id at
+/// the epoch just above `held`'s (the timeout's abort bumps the epoch once, as a fencing does;
+/// another holder's InitProducerId would have bumped it again and left the id `Empty` or in
+/// its own transaction).
+pub fn timed_out(held: &TxnProducer, state: &TxnState) -> bool {
+    state.producer_id == held.producer_id
+        && held.producer_epoch.checked_add(1) == Some(state.producer_epoch)
+        && matches!(state.state.as_str(), "PrepareAbort" | "CompleteAbort")
+}
+
+/// A [`Phase::Suspect`] partition: asks the coordinator. Timed out, the partition is taken
+/// over again from the committed progress (its transaction is already aborted); another
+/// holder, or an answer that cannot be retried, stops it as fenced; a retriable error leaves
+/// it for the next round (`None`).
+async fn suspect(
+    target: &Cluster,
+    counters: &mut TxnCounters,
+    tp: &TopicPartition,
+    p: &mut TxnPartition,
+    error: &str,
+) -> Option<AfterCommit> {
+    let id = p.producer.transactional_id.clone();
+    match target.describe_txn(&id).await {
+        Ok(state) if timed_out(&p.producer, &state) => {
+            tracing::warn!(partition = %tp, transactional_id = %id, epoch = p.producer.producer_epoch, coordinator_epoch = state.producer_epoch, state = %state.state, "exactly-once: the coordinator aborted the transaction for its timeout (transaction.timeout.ms); the partition is taken over again from the committed progress");
+            counters.aborted += 1;
+            p.phase = Phase::Restarting;
+            Some(AfterCommit::Restart(p.key.clone()))
+        }
+        Ok(state) => Some(fenced(
+            counters,
+            tp,
+            p,
+            &format!(
+                "{error}; the coordinator holds epoch {} in state {}",
+                state.producer_epoch, state.state
+            ),
+        )),
+        Err(e) if e.is_retriable() => {
+            tracing::warn!(partition = %tp, transactional_id = %id, error = %e, "exactly-once: cannot ask the coordinator yet whether the transaction timed out; trying again");
+            None
+        }
+        Err(e) => Some(fenced(
+            counters,
+            tp,
+            p,
+            &format!("{error}; the coordinator cannot say whether it timed out: {e}"),
+        )),
+    }
 }
 
 /// Writes the partition's progress inside its transaction and commits.
@@ -470,6 +648,105 @@ async fn commit_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A flow holding `t-0`, its transaction opened at `opened`.
+    fn holding(opened: Instant) -> (ExactlyOnce, TopicPartition) {
+        let mut eos = ExactlyOnce::new("A", "B", "progress", Duration::from_secs(1), 5_000);
+        let tp = TopicPartition::new("t", 0);
+        eos.parts.insert(
+            tp.clone(),
+            TxnPartition {
+                key: PartitionKey::new(0, "t", 0),
+                remote: TopicPartition::new("A.t", 0),
+                producer: TxnProducer {
+                    transactional_id: transactional_id("A", "B", &tp),
+                    producer_id: 7,
+                    producer_epoch: 3,
+                },
+                progress_sequence: 0,
+                committed: None,
+                opened: Some(opened),
+                phase: Phase::Open { since: opened },
+            },
+        );
+        (eos, tp)
+    }
+
+    #[test]
+    fn a_refused_epoch_is_a_fencing_unless_the_transaction_outlived_its_timeout() {
+        let t0 = Instant::now();
+        // Open for 4.9 s of a 5 s timeout: the coordinator cannot have timed it out.
+        let (mut eos, tp) = holding(t0);
+        let OnFailed::Stop(Some(e)) = eos.on_failed(
+            &tp,
+            true,
+            "epoch refused",
+            t0 + Duration::from_millis(4_900),
+        ) else {
+            panic!("stops, fenced");
+        };
+        assert!(e.starts_with("fenced: another holder of transactional id strait-eos:A->B:t:0"));
+        assert_eq!(eos.parts[&tp].phase, Phase::Stopped);
+        assert_eq!(eos.counters().fenced, 1);
+        // Open for 5 s: ask the coordinator before stopping anything.
+        let (mut eos, tp) = holding(t0);
+        assert_eq!(
+            eos.on_failed(&tp, true, "epoch refused", t0 + Duration::from_secs(5)),
+            OnFailed::HeldBack
+        );
+        assert!(matches!(eos.parts[&tp].phase, Phase::Suspect { .. }));
+        assert_eq!(eos.counters().fenced, 0);
+        // The other batches in flight report it too: held back, still suspect.
+        assert_eq!(
+            eos.on_failed(&tp, true, "epoch refused", t0 + Duration::from_secs(5)),
+            OnFailed::HeldBack
+        );
+        assert!(matches!(eos.parts[&tp].phase, Phase::Suspect { .. }));
+        // Not a refused epoch: abort, whatever its age.
+        let (mut eos, tp) = holding(t0);
+        assert_eq!(
+            eos.on_failed(&tp, false, "rejected", t0 + Duration::from_secs(60)),
+            OnFailed::Stop(None)
+        );
+        assert_eq!(eos.parts[&tp].phase, Phase::Aborting);
+        // No transaction open (idle): nothing to time out.
+        let (mut eos, tp) = holding(t0);
+        eos.parts.get_mut(&tp).unwrap().opened = None;
+        assert!(matches!(
+            eos.on_failed(&tp, true, "epoch refused", t0 + Duration::from_secs(60)),
+            OnFailed::Stop(Some(_))
+        ));
+        assert_eq!(eos.parts[&tp].phase, Phase::Stopped);
+    }
+
+    #[test]
+    fn only_the_coordinators_own_abort_one_epoch_up_is_a_timeout() {
+        let held = TxnProducer {
+            transactional_id: "strait-eos:A->B:t:0".into(),
+            producer_id: 7,
+            producer_epoch: 3,
+        };
+        let state = |state: &str, producer_id: i64, producer_epoch: i16| TxnState {
+            state: state.into(),
+            producer_id,
+            producer_epoch,
+        };
+        assert!(timed_out(&held, &state("CompleteAbort", 7, 4)));
+        assert!(timed_out(&held, &state("PrepareAbort", 7, 4)));
+        // Another holder's InitProducerId: a second bump, or the id reset for it.
+        assert!(!timed_out(&held, &state("CompleteAbort", 7, 5)));
+        assert!(!timed_out(&held, &state("Empty", 7, 4)));
+        assert!(!timed_out(&held, &state("Ongoing", 7, 4)));
+        // Another producer id (epochs exhausted, or the id expired and was created again).
+        assert!(!timed_out(&held, &state("CompleteAbort", 8, 4)));
+        // Nothing happened to it.
+        assert!(!timed_out(&held, &state("Ongoing", 7, 3)));
+        let last = TxnProducer {
+            producer_epoch: i16::MAX,
+            ..held
+        };
+        assert!(!timed_out(&last, &state("CompleteAbort", 7, i16::MIN)));
+    }
 
     #[test]
     fn transactional_ids_are_stable_and_unambiguous() {

@@ -3,6 +3,7 @@
 //! restarted from the earliest offset when its position was lost and the config says so.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use crossbeam_channel::{Receiver, TryRecvError};
 use strait_dataplane::shard::{
@@ -13,6 +14,7 @@ use super::assign::Partitions;
 use super::outbox::Shards;
 use super::{FlowRuntime, RunError, RunOptions};
 use crate::cluster::authz::{self, explain_rejected_produce};
+use crate::duties::exactly_once::OnFailed;
 use crate::model::TopicPartition;
 use crate::store::progress;
 
@@ -58,7 +60,7 @@ pub(super) async fn apply_event(
         ShardEvent::PartitionFailed {
             key,
             kind,
-            error,
+            mut error,
             next_offset,
             ..
         } => {
@@ -66,7 +68,13 @@ pub(super) async fn apply_event(
                 && let Some(eos) = flows.get_mut(st.flow as usize).and_then(|f| f.eos.as_mut())
             {
                 let tp = TopicPartition::new(&*key.topic, key.partition);
-                eos.on_failed(&tp, kind == FailureKind::Fenced);
+                match eos.on_failed(&tp, kind == FailureKind::Fenced, &error, Instant::now()) {
+                    // A refused epoch that may be the coordinator's timeout: the exactly-once
+                    // round asks the coordinator, then restarts the partition or stops it.
+                    OnFailed::HeldBack => return,
+                    OnFailed::Stop(Some(e)) => error = e,
+                    OnFailed::Stop(None) => {}
+                }
             }
             let failure = Failure {
                 key,

@@ -33,7 +33,7 @@ mod verifier;
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use strait_dataplane::io::IoBackend;
 use strait_dataplane::shard::{ClusterEndpoint, ShardStats};
@@ -278,11 +278,10 @@ pub async fn run(
     // Before the first discovery, so that a flow in the other direction finds the topic.
     heartbeats.start().await;
     let mut flows = Vec::new();
-    let commit_interval = Duration::from_millis(opts.progress_flush_ms);
     for plan in plans {
         let plan = failover::exclude_failed_over(plan).await;
         let plan = failover::exclude_unprepared_reverse(plan).await;
-        flows.push(start::open_flow(plan, &instance, started, commit_interval).await?);
+        flows.push(start::open_flow(plan, &instance, started).await?);
     }
     let (shards, ev_rx) = start::spawn_shards(&opts)?;
     let mut api = start::start_api(&opts).await?;

@@ -436,12 +436,7 @@ async fn start_flow(
 ) -> Result<(), FlowStartError> {
     let opened = tokio::time::timeout(
         STEP_TIMEOUT,
-        super::start::open_flow(
-            plan,
-            &r.instance,
-            Instant::now(),
-            std::time::Duration::from_millis(cx.opts.progress_flush_ms),
-        ),
+        super::start::open_flow(plan, &r.instance, Instant::now()),
     )
     .await
     .map_err(|_| FlowStartError::Timeout(STEP_TIMEOUT))??;

@@ -24,13 +24,11 @@ use crate::store::progress::ProgressStore;
 
 /// Opens one flow: its admin clients and endpoints, its stored progress, its topic sync, its
 /// first liveness beat and its offsets duty. `instance` names this process in the liveness
-/// records; `started` is when the run started; exactly-once transactions commit every
-/// `commit_interval` (the progress flush interval).
+/// records; `started` is when the run started.
 pub(super) async fn open_flow(
     plan: FlowPlan,
     instance: &str,
     started: Instant,
-    commit_interval: std::time::Duration,
 ) -> Result<FlowRuntime, RunError> {
     let source = admin(&plan.source, &plan.source_bootstrap, &plan.source_admin)?;
     let target = admin(&plan.target, &plan.target_bootstrap, &plan.target_admin)?;
@@ -79,15 +77,7 @@ pub(super) async fn open_flow(
         .beat_if_due(&target, Instant::now(), now_ms())
         .await;
     let restored = progress.take_restored();
-    // Transactions commit as often as progress is otherwise flushed.
-    let eos = plan.config.exactly_once.value.then(|| {
-        crate::duties::exactly_once::ExactlyOnce::new(
-            &plan.source,
-            &plan.target,
-            progress.topic(),
-            commit_interval,
-        )
-    });
+    let eos = crate::duties::exactly_once::ExactlyOnce::for_flow(&plan.config, progress.topic());
     let offsets = OffsetsRuntime::start(
         &plan.config,
         source.clone(),

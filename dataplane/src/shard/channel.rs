@@ -533,8 +533,10 @@ pub enum FailureKind {
     TargetRejected,
     /// Retriable errors persisted past `delivery.timeout.ms`.
     DeliveryTimeout,
-    /// Exactly-once: another holder of the partition's transactional id fenced this one (its
-    /// InitProducerId bumped the epoch). The partition is someone else's now.
+    /// Exactly-once: the target refused the transactional producer's epoch. Another holder of
+    /// the partition's transactional id fenced this one (its InitProducerId bumped the epoch),
+    /// or the coordinator aborted a transaction open past its timeout (which bumps it too):
+    /// control asks the coordinator which.
     Fenced,
     Other,
 }

@@ -734,9 +734,10 @@ impl Partition {
             message.map(|m| format!(": {m}")).unwrap_or_default()
         );
         let msg = match (&kind, &self.transactional_id) {
-            (FailureKind::Fenced, Some(id)) => format!(
-                "{msg}; fenced: another holder of transactional id {id} took the partition over (its InitProducerId bumped the epoch); this member stops it"
-            ),
+            // Control tells a fencing from the coordinator's timeout, and says which.
+            (FailureKind::Fenced, Some(id)) => {
+                format!("{msg}: the epoch of transactional id {id} is no longer current")
+            }
             _ => msg,
         };
         self.fail_with(kind, msg)
@@ -1870,9 +1871,9 @@ mod tests {
             .unwrap_err();
         assert_eq!(fenced.kind, FailureKind::Fenced);
         assert!(
-            fenced
-                .message
-                .contains("fenced: another holder of transactional id "),
+            fenced.message.contains(
+                ": the epoch of transactional id strait-eos:A->B:src:0 is no longer current"
+            ),
             "{}",
             fenced.message
         );

@@ -611,7 +611,13 @@ impl ShardCore {
     /// A partition stopped: it stays failed (nothing more is fetched or sent for it) and its
     /// failure goes to control, now or when the event queue has room.
     fn report_failure(&mut self, key: &PartitionKey, f: Failure) {
-        tracing::error!(shard = self.cfg.index, partition = %key, error = %f.message, "partition stopped");
+        if f.kind == FailureKind::Fenced {
+            // Another holder, or the coordinator's timeout: control finds out which, and
+            // either stops the partition for good or takes it over again.
+            tracing::warn!(shard = self.cfg.index, partition = %key, error = %f.message, "partition stopped in its shard: its transactional producer's epoch was refused");
+        } else {
+            tracing::error!(shard = self.cfg.index, partition = %key, error = %f.message, "partition stopped");
+        }
         let Some(o) = self.parts.get_mut(key) else {
             return;
         };
