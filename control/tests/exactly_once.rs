@@ -167,6 +167,42 @@ fn sigkilled_over_and_over_it_leaves_every_record_exactly_once() {
         "seed {seed}: {records} produced; read_committed saw {t:?}"
     );
     assert_eq!(t.highest, Some(records - 1));
+    offset_syncs_name_committed_records(&flow, &topic, &remote, partitions);
+}
+
+/// Every offset sync strait wrote for `topic` (MM2's format, in the source's offset syncs topic)
+/// names a record the target committed: none points into a transaction that was aborted.
+fn offset_syncs_name_committed_records(flow: &str, topic: &str, remote: &str, partitions: i32) {
+    use strait_control::offsets::format::OffsetSync;
+    let target_alias = flow.split("->").nth(1).expect("a flow name");
+    let syncs_topic = format!("mm2-offset-syncs.{target_alias}.internal");
+    let committed: Vec<std::collections::BTreeSet<i64>> = (0..partitions)
+        .map(|p| {
+            strait_tests::log::read_committed_records(Testbed::get().target(), remote, p)
+                .iter()
+                .map(|r| r.offset)
+                .collect()
+        })
+        .collect();
+    let mut checked = 0;
+    for r in strait_tests::log::read_records(Testbed::get().source(), &syncs_topic, 0) {
+        let (Some(k), Some(v)) = (&r.key, &r.value) else {
+            continue;
+        };
+        let sync = OffsetSync::decode(k, v).expect("an MM2 offset sync");
+        let tp = sync.topic_partition();
+        if tp.topic != topic {
+            continue;
+        }
+        let p = usize::try_from(tp.partition).expect("a partition");
+        assert!(
+            committed[p].contains(&sync.downstream_offset),
+            "offset sync {sync:?} names target offset {} of {remote}-{p}, which holds no committed record",
+            sync.downstream_offset
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no offset sync of {topic} in {syncs_topic}");
 }
 
 /// A source written in transactions, some of them aborted: Kafka's transactional message

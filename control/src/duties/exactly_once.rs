@@ -23,8 +23,8 @@ use kafka_protocol::ResponseError;
 
 use crate::cluster::{Cluster, ClusterError, TopicPartition};
 use crate::config::FlowConfig;
+use crate::duties::offsets::OffsetsRuntime;
 use crate::model::counters::TxnCounters;
-use crate::offsets::mapping::OffsetMapping;
 use crate::store::progress::{Entry, ProgressStore};
 
 /// The transactional id of one source partition of a flow: the same on every member and after
@@ -357,7 +357,7 @@ impl ExactlyOnce {
         &mut self,
         target: &Cluster,
         progress: &mut ProgressStore,
-        mappings: &mut OffsetMapping,
+        offsets: &mut OffsetsRuntime,
         now_ms: i64,
         now: Instant,
     ) -> Vec<AfterCommit> {
@@ -392,26 +392,17 @@ impl ExactlyOnce {
                 continue;
             }
             if p.phase == Phase::Opening {
-                let parts = [p.remote.clone(), TopicPartition::new(progress.topic(), 0)];
-                p.opened = Some(now);
-                match target.add_partitions_to_txn(&p.producer, &parts).await {
-                    Ok(()) => {
-                        p.phase = Phase::Open { since: now };
-                        out.push(AfterCommit::Unseal(p.key.clone()));
-                    }
-                    Err(e) => out.extend(failed_txn(
-                        &mut self.counters,
-                        &tp,
-                        p,
-                        &e,
-                        "opening",
-                        timeout,
-                    )),
-                }
+                let progress_tp = TopicPartition::new(progress.topic(), 0);
+                let opened = open_next(target, &progress_tp, p, now).await;
+                out.extend(opened.map_or_else(
+                    |e| failed_txn(&mut self.counters, &tp, p, &e, "opening", timeout),
+                    Some,
+                ));
                 continue;
             }
-            match commit_one(target, progress, mappings, &tp, p, now_ms).await {
+            match commit_one(target, progress, offsets.mapping_mut(), &tp, p, now_ms).await {
                 Ok(()) => {
+                    offsets.on_committed(&tp);
                     // Seal to the coordinator's answer (the round's `now` is before the calls).
                     let took = match p.phase {
                         Phase::Sealed { since } => Instant::now().saturating_duration_since(since),
@@ -609,11 +600,26 @@ async fn suspect(
     }
 }
 
+/// Opens `p`'s next transaction (its remote partition and the progress partition
+/// `progress_tp`): then its shard may unseal it.
+async fn open_next(
+    target: &Cluster,
+    progress_tp: &TopicPartition,
+    p: &mut TxnPartition,
+    now: Instant,
+) -> Result<AfterCommit, ClusterError> {
+    let parts = [p.remote.clone(), progress_tp.clone()];
+    p.opened = Some(now);
+    target.add_partitions_to_txn(&p.producer, &parts).await?;
+    p.phase = Phase::Open { since: now };
+    Ok(AfterCommit::Unseal(p.key.clone()))
+}
+
 /// Writes the partition's progress inside its transaction and commits.
 async fn commit_one(
     target: &Cluster,
     progress: &mut ProgressStore,
-    mappings: &mut OffsetMapping,
+    mappings: &mut crate::offsets::mapping::OffsetMapping,
     tp: &TopicPartition,
     p: &mut TxnPartition,
     now_ms: i64,

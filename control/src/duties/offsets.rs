@@ -375,6 +375,10 @@ pub struct OffsetsRuntime {
     /// every round.
     last_reports: HashMap<String, String>,
     mapping_errors: u64,
+    /// Exactly-once partitions: their mapping segments since their last commit. The offset
+    /// sync writer gets them only once their transaction commits, so that no offset sync names
+    /// target offsets that an abort may yet discard.
+    uncommitted: HashMap<TopicPartition, Vec<Segment>>,
     /// No offset-sync sends before this instant (after a failed send).
     syncs_paused_until: Option<Instant>,
     /// The syncs of the send being awaited. Left non-empty only when that send was dropped
@@ -485,6 +489,7 @@ impl OffsetsRuntime {
                 .then(|| now + settings.sync_group_offsets_interval),
             last_reports: HashMap::new(),
             mapping_errors: 0,
+            uncommitted: HashMap::new(),
             syncs_paused_until: None,
             syncs_in_flight: Vec::new(),
             checkpoints_unwritten: Vec::new(),
@@ -580,12 +585,44 @@ impl OffsetsRuntime {
                 self.mapping_error(&e.to_string());
                 continue;
             }
+            if let Some(held) = self.uncommitted.get_mut(&tp) {
+                held.push(segment);
+                continue;
+            }
             if self.syncs.is_some()
                 && let Err(e) = self.writer.on_segment(&tp, segment)
             {
                 self.mapping_error(&e.to_string());
             }
         }
+    }
+
+    /// Exactly-once: `tp` was taken over (again): its offset syncs wait for its commits, and
+    /// whatever an earlier holding left uncommitted is dropped (aborted, copied again).
+    pub fn hold_syncs_until_commit(&mut self, tp: &TopicPartition) {
+        self.uncommitted.insert(tp.clone(), Vec::new());
+    }
+
+    /// Exactly-once: `tp`'s transaction committed every segment reported since the last one:
+    /// they go to the offset sync writer.
+    pub fn on_committed(&mut self, tp: &TopicPartition) {
+        let Some(held) = self.uncommitted.get_mut(tp) else {
+            return;
+        };
+        let segments = std::mem::take(held);
+        if self.syncs.is_none() {
+            return;
+        }
+        for segment in segments {
+            if let Err(e) = self.writer.on_segment(tp, segment) {
+                self.mapping_error(&e.to_string());
+            }
+        }
+    }
+
+    /// Exactly-once: `tp` was released; what it did not commit is aborted.
+    pub fn drop_uncommitted(&mut self, tp: &TopicPartition) {
+        self.uncommitted.remove(tp);
     }
 
     fn mapping_error(&mut self, e: &str) {

@@ -328,13 +328,7 @@ async fn exactly_once_round(
                 }
             }
             let after = eos
-                .commit_round(
-                    &f.target,
-                    &mut f.progress,
-                    f.offsets.mapping_mut(),
-                    now_ms(),
-                    now,
-                )
+                .commit_round(&f.target, &mut f.progress, &mut f.offsets, now_ms(), now)
                 .await;
             for a in after {
                 let (key, command) = match a {

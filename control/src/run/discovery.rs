@@ -149,6 +149,7 @@ async fn take_over_transactional(changes: &mut [TopicChange], flows: &mut [FlowR
                         np.assignment.start_target_offset = e.target_offset;
                     }
                     np.recovered.clear();
+                    f.offsets.hold_syncs_until_commit(&tp);
                     if let Some(m) = t.mapping {
                         f.offsets
                             .restore_partitions([(tp, m)].into_iter().collect());

@@ -98,7 +98,9 @@ pub(super) async fn apply_event(
                 && let Some(eos) = f.eos.as_mut()
             {
                 let tp = TopicPartition::new(&*key.topic, key.partition);
-                if eos.release(&f.target, &mut f.progress, &tp).await {
+                let restart = eos.release(&f.target, &mut f.progress, &tp).await;
+                f.offsets.drop_uncommitted(&tp);
+                if restart {
                     // A failed commit: taken over again (a new epoch) by the next discovery,
                     // which the exactly-once round runs at once.
                     f.topics.restart_partition(&tp.topic, tp.partition);

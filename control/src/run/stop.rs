@@ -89,7 +89,7 @@ async fn final_commits(
             eos.commit_round(
                 &f.target,
                 &mut f.progress,
-                f.offsets.mapping_mut(),
+                &mut f.offsets,
                 now_ms(),
                 Instant::now(),
             )
@@ -193,6 +193,7 @@ async fn final_writes(flows: &mut [FlowRuntime], opts: &RunOptions) -> Result<()
         if let Some(eos) = f.eos.as_mut() {
             for tp in eos.held() {
                 eos.release(&f.target, &mut f.progress, &tp).await;
+                f.offsets.drop_uncommitted(&tp);
             }
         }
         f.flush_progress().await?;
