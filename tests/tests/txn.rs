@@ -127,15 +127,22 @@ fn commit_shows_abort_hides_and_a_new_holder_fences_the_old() {
         c.add_partitions_to_txn(&p1, &both).await.unwrap();
         forward(&c, &p1, &data, 0, &["a1", "a2", "a3"]).await;
         progress(&c, &p1, &store, 0, "progress-a").await;
-        c.end_txn(&p1, TxnEnd::Commit).await.unwrap();
-        // Aborted: the sequences go on (the classic protocol keeps the epoch).
+        let bumped = c.end_txn(&p1, TxnEnd::Commit).await.unwrap();
+        // The test bed's Kafka 4.1.1 has transaction version 2: KIP-890 part 2 gives every
+        // transaction a new epoch, its sequences from 0.
+        let p1 = bumped.expect("EndTxn v5 gives the next transaction its epoch");
+        // Aborted.
         c.add_partitions_to_txn(&p1, &both).await.unwrap();
-        forward(&c, &p1, &data, 3, &["b1", "b2"]).await;
-        progress(&c, &p1, &store, 1, "progress-b").await;
-        c.end_txn(&p1, TxnEnd::Abort).await.unwrap();
+        forward(&c, &p1, &data, 0, &["b1", "b2"]).await;
+        progress(&c, &p1, &store, 0, "progress-b").await;
+        let p1 = c
+            .end_txn(&p1, TxnEnd::Abort)
+            .await
+            .unwrap()
+            .expect("a new epoch");
         // Left open, as by a holder that crashed.
         c.add_partitions_to_txn(&p1, &both).await.unwrap();
-        forward(&c, &p1, &data, 5, &["c1"]).await;
+        forward(&c, &p1, &data, 0, &["c1"]).await;
 
         // A new holder of the same transactional id: the open transaction is aborted and the
         // old holder is fenced.
@@ -290,8 +297,13 @@ fn progress_written_in_a_transaction_is_stored_only_when_it_commits() {
             .write_in_txn(&c, &tp, &p, 0, now_ms(), &mappings)
             .await
             .unwrap();
-        c.end_txn(&p, TxnEnd::Abort).await.unwrap();
-        let next_sequence = w.next_sequence;
+        // Transaction version 2 on the test bed: the next transaction has a new epoch and
+        // starts its sequences at 0.
+        let p = c
+            .end_txn(&p, TxnEnd::Abort)
+            .await
+            .unwrap()
+            .expect("a new epoch");
         drop(w);
         assert_eq!(stored().await, None, "aborted");
         assert!(store.is_dirty(), "still to write");
@@ -299,7 +311,7 @@ fn progress_written_in_a_transaction_is_stored_only_when_it_commits() {
         store.update(&tp, entry(20));
         c.add_partitions_to_txn(&p, &store_tp).await.unwrap();
         let w = store
-            .write_in_txn(&c, &tp, &p, next_sequence, now_ms(), &mappings)
+            .write_in_txn(&c, &tp, &p, 0, now_ms(), &mappings)
             .await
             .unwrap();
         assert_eq!(stored().await, None, "not committed yet");

@@ -3,12 +3,13 @@
 //! partitions of its open transaction (AddPartitionsToTxn), its end (EndTxn), and what the
 //! coordinator holds for the id (DescribeTransactions, KIP-664: Kafka 3.0 and later).
 //!
-//! strait speaks the classic transaction protocol (KIP-98 with the broker-side verification of
-//! KIP-890 part 1): it adds every partition explicitly, and the epoch stays the same from one
-//! transaction to the next. `dataplane::wire::versions` caps AddPartitionsToTxn at v3 (v4+ is
-//! the brokers' batched form) and EndTxn at v4 (v5 starts KIP-890 part 2's epoch bump per
-//! transaction), so that the same calls suit Kafka 3.x and 4.x (tested on the 4.1.1 test bed and,
-//! through the binary, into a 3.9.1 target: `control/tests/legacy.rs`).
+//! strait adds every partition explicitly (AddPartitionsToTxn v3; v4+ is the brokers' batched
+//! form), which every version since KIP-98 accepts. Where the coordinator offers KIP-890's
+//! second part (EndTxn v5, advertised by Kafka 4.0+ brokers with `transaction.version` 2), each
+//! EndTxn gives the producer a new epoch for its next transaction, so that a late write of one
+//! transaction cannot land in the next; older coordinators (3.x, or 4.x at transaction version
+//! one) keep one epoch from one transaction to the next. Tested on the 4.1.1 test bed, at
+//! transaction version two, and through the binary into a 3.9.1 target (`control/tests/legacy.rs`).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -275,7 +276,14 @@ impl Cluster {
 
     /// Ends the producer's open transaction: `Commit` makes what it wrote visible to
     /// read_committed readers, `Abort` discards it. Retried while the coordinator is busy.
-    pub async fn end_txn(&self, producer: &TxnProducer, end: TxnEnd) -> Result<()> {
+    /// Where the coordinator speaks KIP-890's second part (EndTxn v5, transaction version 2)
+    /// it gives the producer a new epoch (or a new producer id once epochs run out) for its
+    /// next transaction: returned, to be used from then on.
+    pub async fn end_txn(
+        &self,
+        producer: &TxnProducer,
+        end: TxnEnd,
+    ) -> Result<Option<TxnProducer>> {
         let api = "EndTxn";
         let txn = producer.transactional_id.as_str();
         self.txn_retrying(api, || async {
@@ -290,7 +298,14 @@ impl Cluster {
                 .call(&req)
                 .await
                 .map_err(|e| ClusterError::wire(ctx.clone(), e))?;
-            self.txn_answer(txn, ctx, resp.error_code, || ())
+            self.txn_answer(txn, ctx, resp.error_code, || {
+                // Below v5 the fields are absent and keep their default, -1.
+                (resp.producer_epoch >= 0 && resp.producer_id.0 >= 0).then(|| TxnProducer {
+                    transactional_id: producer.transactional_id.clone(),
+                    producer_id: resp.producer_id.0,
+                    producer_epoch: resp.producer_epoch,
+                })
+            })
         })
         .await
     }

@@ -108,8 +108,12 @@ impl TxnPartition {
 /// What the control loop must tell a partition's shard after a commit round.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AfterCommit {
-    /// Committed and the next transaction is open: unseal.
-    Unseal(PartitionKey),
+    /// Committed and the next transaction is open: unseal, writing with `producer` (a new
+    /// epoch after each commit where the coordinator speaks KIP-890's second part).
+    Unseal {
+        key: PartitionKey,
+        producer: ProducerIdentity,
+    },
     /// The commit failed and the transaction was aborted: revoke the partition in its shard;
     /// once it is revoked it is taken over again ([`ExactlyOnce::release`] says so) and starts
     /// from the committed progress.
@@ -612,7 +616,13 @@ async fn open_next(
     p.opened = Some(now);
     target.add_partitions_to_txn(&p.producer, &parts).await?;
     p.phase = Phase::Open { since: now };
-    Ok(AfterCommit::Unseal(p.key.clone()))
+    Ok(AfterCommit::Unseal {
+        key: p.key.clone(),
+        producer: ProducerIdentity {
+            id: p.producer.producer_id,
+            epoch: p.producer.producer_epoch,
+        },
+    })
 }
 
 /// Writes the partition's progress inside its transaction and commits.
@@ -643,7 +653,11 @@ async fn commit_one(
         // Consumed whatever happens next: the broker has the batch.
         p.progress_sequence = w.next_sequence;
     }
-    target.end_txn(&p.producer, TxnEnd::Commit).await?;
+    if let Some(next) = target.end_txn(&p.producer, TxnEnd::Commit).await? {
+        // KIP-890 part 2: the next transaction's epoch; its sequences start at 0.
+        p.producer = next;
+        p.progress_sequence = 0;
+    }
     if let Some(w) = write {
         progress.txn_committed(w, mappings);
         p.committed = progress.get(tp);

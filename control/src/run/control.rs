@@ -332,7 +332,9 @@ async fn exactly_once_round(
                 .await;
             for a in after {
                 let (key, command) = match a {
-                    AfterCommit::Unseal(key) => (key.clone(), ShardCommand::Unseal(key)),
+                    AfterCommit::Unseal { key, producer } => {
+                        (key.clone(), ShardCommand::Unseal { key, producer })
+                    }
                     AfterCommit::Restart(key) => {
                         if let Some(st) = parts.get_mut(&key) {
                             st.assigned = false;

@@ -323,8 +323,12 @@ pub enum ShardCommand {
     /// Fetching goes on.
     Seal(PartitionKey),
     /// Exactly-once: the commit is done and the next transaction holds the remote partition;
-    /// sending goes on.
-    Unseal(PartitionKey),
+    /// sending goes on, with `producer` (a new epoch after each commit where the target speaks
+    /// KIP-890's second part: sequences start again at 0).
+    Unseal {
+        key: PartitionKey,
+        producer: ProducerIdentity,
+    },
     /// Finish in-flight work, report final progress and stop.
     Shutdown,
 }

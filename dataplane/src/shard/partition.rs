@@ -952,8 +952,18 @@ impl Partition {
         self.sealed = true;
     }
 
-    /// The commit is done and the next transaction is open: sending goes on.
-    pub fn unseal(&mut self) {
+    /// The commit is done and the next transaction is open: sending goes on, with `producer`.
+    /// A new epoch (KIP-890 part 2 bumps it at every EndTxn) starts its sequences at 0; the
+    /// same one continues them.
+    pub fn unseal(&mut self, producer: ProducerIdentity) {
+        if self.producer != Some(producer) {
+            assert!(
+                self.window.is_empty(),
+                "{}: a new transactional epoch only once everything sent is acknowledged",
+                self.key
+            );
+            self.restart_sequence(Some(producer));
+        }
         self.sealed = false;
     }
 
@@ -1855,9 +1865,18 @@ mod tests {
         .unwrap();
         assert!(p.is_sealed_and_settled());
         assert_eq!(p.progress().next_offset, 3);
-        p.unseal();
-        let (s1, _) = p.poll_send(now, &mut st).unwrap();
-        assert_eq!(s1, 3);
+        // The next transaction under a new epoch (KIP-890 part 2): sequences from 0 again.
+        p.unseal(ProducerIdentity { id: 40, epoch: 4 });
+        let (s1, b1) = p.poll_send(now, &mut st).unwrap();
+        assert_eq!(s1, 0, "the new epoch's first sequence");
+        let mut whole = b1.head.to_vec();
+        whole.extend_from_slice(&b1.payload);
+        let rb = RawBatch::new(Bytes::from(whole)).unwrap();
+        assert_eq!(
+            (rb.producer_id(), rb.producer_epoch(), rb.base_sequence()),
+            (40, 4, 0)
+        );
+        rb.verify_crc().unwrap();
         let fenced = p
             .handle_produced(
                 s1,

@@ -13,9 +13,7 @@ use kafka_protocol::protocol::{Message, Request, VersionRange};
 /// - OffsetFetch v8+ batches several groups per request and OffsetCommit v9+ needs the new
 ///   consumer protocol's member epochs; our admin client speaks the single-group forms.
 /// - Metadata v13 adds nothing we use.
-/// - AddPartitionsToTxn v4+ is the brokers' batched form; EndTxn v5 opts into KIP-890 part 2
-///   (a new epoch per transaction). strait's transactions use the classic protocol
-///   (`control/src/cluster/txn.rs`).
+/// - AddPartitionsToTxn v4+ is the brokers' batched form (`control/src/cluster/txn.rs`).
 const CAPS: &[(ApiKey, i16)] = &[
     (ApiKey::Produce, 12),
     (ApiKey::Fetch, 12),
@@ -23,7 +21,6 @@ const CAPS: &[(ApiKey, i16)] = &[
     (ApiKey::OffsetCommit, 8),
     (ApiKey::Metadata, 12),
     (ApiKey::AddPartitionsToTxn, 3),
-    (ApiKey::EndTxn, 4),
 ];
 
 /// Our own version range for a request type: the encoder's range, capped.

@@ -359,9 +359,9 @@ impl ShardCore {
                     o.sealing = true;
                 }
             }
-            ShardCommand::Unseal(key) => {
+            ShardCommand::Unseal { key, producer } => {
                 if let Some(o) = self.parts.get_mut(&key) {
-                    o.p.unseal();
+                    o.p.unseal(producer);
                     o.sealing = false;
                 }
             }

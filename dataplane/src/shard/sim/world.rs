@@ -521,8 +521,16 @@ impl World {
             TxnView::Committing { until } if self.now >= until => {
                 self.txn = TxnView::Open;
                 self.out.commits += 1;
-                self.core
-                    .handle_command(ShardCommand::Unseal(Self::key(p)), self.now);
+                self.core.handle_command(
+                    ShardCommand::Unseal {
+                        key: Self::key(p),
+                        producer: ProducerIdentity {
+                            id: TXN_PID,
+                            epoch: self.txn_epoch - 1,
+                        },
+                    },
+                    self.now,
+                );
                 self.log(|| format!("unseal p{p}"));
             }
             _ => {}
