@@ -521,6 +521,18 @@ impl World {
             TxnView::Committing { until } if self.now >= until => {
                 self.txn = TxnView::Open;
                 self.out.commits += 1;
+                // Half the commits as KIP-890 part 2 ends them: the next transaction under a
+                // new epoch, its sequences from 0 (the broker model refuses anything else).
+                if self.chance(2) {
+                    self.txn_epoch += 1;
+                    // The commit's marker, written with the new epoch, moves the partition's
+                    // producer to it: the old epoch is refused from then on.
+                    if let Some(e) = self.tgt[p].producers.get_mut(&TXN_PID) {
+                        e.epoch = self.txn_epoch - 1;
+                        e.last_seq = -1;
+                        e.retained.clear();
+                    }
+                }
                 self.core.handle_command(
                     ShardCommand::Unseal {
                         key: Self::key(p),
