@@ -224,6 +224,10 @@ fn flow_clients(out: &mut String, f: &FlowConfig) {
             ("max.request.size", map(&s.max_request_size, u32::to_string)),
             ("batch.size", map(&s.batch_size, u32::to_string)),
             (
+                "transaction.timeout.ms",
+                map(&s.transaction_timeout_ms, u32::to_string),
+            ),
+            (
                 "request.timeout.ms",
                 map(&s.client.request_timeout_ms, u64::to_string),
             ),
@@ -373,6 +377,11 @@ fn flow_replication(out: &mut String, f: &FlowConfig) {
         (
             "offset.flush.interval.ms",
             text(&f.offset_flush_interval_ms),
+        ),
+        ("exactly.once.source.support", text(&f.exactly_once)),
+        (
+            "transaction.boundary.interval.ms",
+            text(&f.transaction_boundary_interval_ms),
         ),
         (
             "offset.storage.topic (MM2 progress)",
