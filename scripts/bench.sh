@@ -13,6 +13,10 @@
 #   (`scripts/bench-slow-link --wan`: strait, MM2 with defaults and MM2 tuned through a latency
 #   proxy at 0, 25, 75 and 100 ms one way, three rounds; results in perf/results/wan/, not in
 #   RESULTS.md; `all` leaves it out, it takes hours)
+#   (catch-up and wan also run `strait-bench relay` once after the replicators, in the same
+#   invocation: the CPU floor of a read()/write() and of a splice() relay moving 1 GiB over
+#   loopback, the reference row of issue 27's "catch-up CPU s/GiB vs the relay, same run". Result
+#   in perf/results/relay/<name of the scenario's result>-relay.json, not in RESULTS.md)
 #   Options after the scenario go to `strait-bench run` (e.g. --records 100000,
 #   --replicator mm2, --timeout-s 600; `strait-bench run --help` lists them).
 #
@@ -25,12 +29,27 @@
 #   STRAIT_TESTBED_DIR, STRAIT_CACHE_DIR  as for scripts/testbed
 #   STRAIT_BENCH_PLOTS=0                  skip the plots
 #   STRAIT_BENCH_VENV                     the plotting venv [$STRAIT_CACHE_DIR/bench-venv]
+#   STRAIT_BENCH_RELAY=0                  skip the relay floor after catch-up and wan
+#   STRAIT_BENCH_RELAY_ROUNDS             the relay's rounds, each mode once per round [3]
 set -euo pipefail
 STRAIT_PROG=bench.sh
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 SCENARIOS=(catch-up steady many-partitions codecs small-batches smoke)
+
+# The relay floor (`strait-bench relay`) beside a scenario's result, named after it: NAME is the
+# result's file name without .json. Its failure is reported and returned, the scenario's result
+# stays.
+run_relay() {
+  local name="$1" bin="$STRAIT_REPO_ROOT/target/release"
+  [[ "${STRAIT_BENCH_RELAY:-1}" == 0 ]] && return 0
+  mkdir -p "$STRAIT_REPO_ROOT/perf/results/relay"
+  local out="$STRAIT_REPO_ROOT/perf/results/relay/$name-relay.json"
+  strait_log "relay floor → $out"
+  STRAIT_REPO_ROOT="$STRAIT_REPO_ROOT" "$bin/strait-bench" relay \
+    --rounds "${STRAIT_BENCH_RELAY_ROUNDS:-3}" --json "$out" >&2
+}
 
 case "${1:-}" in
   "" | -h | --help)
@@ -66,7 +85,11 @@ if [[ "$scenario" == exactly-once ]]; then
   exit "$rc"
 fi
 if [[ "$scenario" == wan ]]; then
-  exec "$STRAIT_SCRIPTS_DIR/bench-slow-link" --wan "$@"
+  rc=0
+  "$STRAIT_SCRIPTS_DIR/bench-slow-link" --wan "$@" || rc=$?
+  # bench-slow-link built the release binaries.
+  run_relay "$(date -u +%Y-%m-%d-%H%M%S)-wan" || rc=$?
+  exit "$rc"
 fi
 known=" ${SCENARIOS[*]} "
 [[ "$known" == *" $scenario "* ]] || strait_die "unknown scenario '$scenario' (known: ${SCENARIOS[*]}, exactly-once, wan, all)"
@@ -96,6 +119,9 @@ rc=0
   --repo "$STRAIT_REPO_ROOT" "$@" || rc=$?
 if [[ ! -f "$out" ]]; then
   strait_die "the run wrote no result (exit $rc)"
+fi
+if [[ "$scenario" == catch-up ]]; then
+  run_relay "$(basename "$out" .json)" || rc=$?
 fi
 
 "$bin/strait-bench" report --results perf/results --out perf/RESULTS.md

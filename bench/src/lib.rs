@@ -7,6 +7,7 @@
 pub mod consumer;
 pub mod group;
 pub mod kafka;
+pub mod kernel;
 pub mod link;
 pub mod load;
 pub mod machine;
@@ -14,6 +15,7 @@ pub mod payload;
 pub mod procfs;
 pub mod producer;
 pub mod readme;
+pub mod relay;
 pub mod replicator;
 pub mod report;
 pub mod restore;

@@ -62,6 +62,30 @@ enum Cmd {
     /// progress with mappings of chosen sizes written to the target, then read back as
     /// `strait run` reads it at start (without a mapping: the baseline).
     Restore(RestoreArgs),
+    /// The CPU floor of a forwarder: N bytes over loopback through a relay thread that does
+    /// read()/write() through a user-space buffer, or splice(2) through a pipe; the relay
+    /// thread's own CPU per GiB. No Kafka involved.
+    Relay(RelayArgs),
+}
+
+#[derive(Args)]
+struct RelayArgs {
+    /// Bytes through each relay per round.
+    #[arg(long, default_value_t = 1 << 30)]
+    bytes: u64,
+    /// read-write, splice or both.
+    #[arg(long, default_value = "both")]
+    mode: String,
+    /// Rounds; each round runs every mode once, alternating.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// The read-write relay's buffer, the splice relay's pipe capacity (and bytes per call),
+    /// the sender's write size.
+    #[arg(long, default_value_t = 64 << 10)]
+    buffer_bytes: usize,
+    /// Write the JSON result here.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -360,6 +384,7 @@ fn real_main(cli: Cli) -> Result<()> {
         Cmd::Group(a) => cmd_group(a, source, target, &repo, backend),
         Cmd::Restore(a) => cmd_restore(a, &target, &repo, backend),
         Cmd::Readme(a) => cmd_readme(&a, &repo),
+        Cmd::Relay(a) => cmd_relay(&a, &repo),
         Cmd::Load(a) => {
             if !strait_bench::load::run(&a)? {
                 std::process::exit(3);
@@ -372,6 +397,47 @@ fn real_main(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn cmd_relay(a: &RelayArgs, repo: &Path) -> Result<()> {
+    use strait_bench::relay::{self, Mode, RelayParams};
+    let modes = Mode::parse_list(&a.mode)?;
+    if a.rounds == 0 || a.bytes == 0 || a.buffer_bytes == 0 {
+        bail!("--rounds, --bytes and --buffer-bytes must be positive");
+    }
+    let params = RelayParams {
+        bytes: a.bytes,
+        buffer_bytes: a.buffer_bytes,
+    };
+    // Described before the runs: the load average then is what the runs shared the machine with.
+    let machine = Machine::describe();
+    let date = run::utc_now();
+    let runs = relay::run_rounds(params, &modes, a.rounds)?;
+    let summary = relay::summarize(&runs, &modes);
+    for s in &summary {
+        println!("{}", relay::summary_line(s));
+    }
+    let Some(out) = &a.json else {
+        return Ok(());
+    };
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let json = serde_json::json!({
+        "kind": "relay",
+        "date": date,
+        "commit": machine::commit(repo),
+        "machine": machine,
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "params": {"bytes": a.bytes, "rounds": a.rounds, "buffer_bytes": a.buffer_bytes,
+            "modes": modes},
+        "modes": summary,
+        "runs": runs,
+    });
+    std::fs::write(out, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!("strait-bench: wrote {}", out.display());
+    Ok(())
 }
 
 fn cmd_readme(a: &ReadmeArgs, repo: &Path) -> Result<()> {
