@@ -99,6 +99,32 @@ fn eos_flow(topic: &str, instance: &str) -> (std::path::PathBuf, String, String)
     (cfg, flow, remote)
 }
 
+/// Waits (90 s at most) until the target's read_committed records of `remote` number at least
+/// `records`.
+fn wait_committed(remote: &str, partitions: i32, records: u64) {
+    eventually(90, "every record committed on the target", || {
+        let n: usize = (0..partitions)
+            .map(|p| {
+                strait_tests::log::read_committed_records(Testbed::get().target(), remote, p).len()
+            })
+            .sum();
+        (n as u64 >= records).then_some(())
+    });
+}
+
+/// A read_committed consumer of `remote` reads each of the `records` produced once, in order.
+fn assert_exactly_once(remote: &str, records: u64) {
+    let t = tally(
+        &committed_values(Testbed::get().target(), remote, records),
+        records,
+    );
+    assert_eq!(
+        (t.lost, t.duplicated, t.out_of_order, t.highest),
+        (0, 0, 0, Some(records - 1)),
+        "{records} produced; read_committed saw {t:?}"
+    );
+}
+
 /// A seeded generator; the seed is printed.
 fn seeded() -> (u64, Rng) {
     let seed = std::time::SystemTime::now()
@@ -347,14 +373,7 @@ fn a_second_strait_outside_the_group_fences_the_first_which_stops_saying_so() {
         assert!(fenced.contains(id), "no line names {id}:\n{fenced}");
     }
     assert!(producer.wait().expect("the producer runs").success());
-    eventually(90, "every record committed on the target", || {
-        let n: usize = (0..partitions)
-            .map(|p| {
-                strait_tests::log::read_committed_records(Testbed::get().target(), &remote, p).len()
-            })
-            .sum();
-        (n as u64 >= records).then_some(())
-    });
+    wait_committed(&remote, partitions, records);
     second.signal("TERM");
     let second_exit = second.wait(Duration::from_secs(30));
     first.signal("TERM");
@@ -366,15 +385,7 @@ fn a_second_strait_outside_the_group_fences_the_first_which_stops_saying_so() {
         "{}",
         first_exit.stderr
     );
-    let t = tally(
-        &committed_values(Testbed::get().target(), &remote, records),
-        records,
-    );
-    assert_eq!(
-        (t.lost, t.duplicated, t.out_of_order, t.highest),
-        (0, 0, 0, Some(records - 1)),
-        "{records} produced; read_committed saw {t:?}"
-    );
+    assert_exactly_once(&remote, records);
 }
 
 /// strait frozen (SIGSTOP) longer than its transactions' timeout, as a long pause or a host
@@ -419,25 +430,10 @@ fn frozen_past_the_transaction_timeout_it_takes_its_partitions_over_again() {
         .collect();
     assert!(stopped.is_empty(), "{stopped:#?}");
     assert!(producer.wait().expect("the producer runs").success());
-    eventually(90, "every record committed on the target", || {
-        let n: usize = (0..partitions)
-            .map(|p| {
-                strait_tests::log::read_committed_records(Testbed::get().target(), &remote, p).len()
-            })
-            .sum();
-        (n as u64 >= records).then_some(())
-    });
+    wait_committed(&remote, partitions, records);
     s.signal("TERM");
     let exit = s.wait(Duration::from_secs(30));
     // No partition stopped.
     assert_eq!(exit.code, Some(0), "{}", exit.stderr);
-    let t = tally(
-        &committed_values(Testbed::get().target(), &remote, records),
-        records,
-    );
-    assert_eq!(
-        (t.lost, t.duplicated, t.out_of_order, t.highest),
-        (0, 0, 0, Some(records - 1)),
-        "{records} produced; read_committed saw {t:?}"
-    );
+    assert_exactly_once(&remote, records);
 }

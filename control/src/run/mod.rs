@@ -326,14 +326,15 @@ pub async fn run(
     if let Some(v) = api.verifier.take() {
         v.stop();
     }
-    let stats = stop::stop_shards(shards, &ev_rx, &mut flows, &mut parts, &opts).await;
+    let (stats, commits_took) =
+        stop::stop_shards(shards, &ev_rx, &mut flows, &mut parts, &opts).await;
     if let Some(l) = live.as_mut() {
         l.finish(&flows, &parts, &stats, Instant::now());
     }
     if let Some(g) = &group {
         g.before_final_writes(&mut flows, &parts, Instant::now());
     }
-    let finished = stop::finish_flows(&mut flows, &opts).await;
+    let finished = stop::finish_flows(&mut flows, &opts, commits_took).await;
     if let Some(g) = &group {
         g.leave().await;
     }

@@ -19,9 +19,10 @@ use super::{FlowRuntime, RunError, RunOptions, now_ms};
 /// the clusters do (the bar: 10 s plus the progress flush; 8 s here once made 23 s in all).
 const SHARD_STOP_TIMEOUT: Duration = Duration::from_secs(6);
 
-/// How long the flows' last writes (offset syncs, progress, the clean stop) may take in all.
-/// Past it strait exits, logging what was not written: the partitions resume from the last
-/// stored progress at the next start (records copied since are copied again).
+/// How long the flows' last writes (exactly-once's last commits, offset syncs, progress, the
+/// clean stop) may take in all. Past it strait exits, logging what was not written: the
+/// partitions resume from the last stored progress at the next start (records copied since are
+/// copied again).
 const FINAL_WRITES_DEADLINE: Duration = Duration::from_secs(10);
 
 /// The longest `strait run` takes to stop once the control loop has seen SIGTERM: the shards'
@@ -32,15 +33,18 @@ pub const SHUTDOWN_DEADLINE: Duration = SHARD_STOP_TIMEOUT
     .saturating_add(FINAL_WRITES_DEADLINE)
     .saturating_add(super::group::LEAVE_TIMEOUT);
 
-/// Stops the shards, applies their final reports, and waits for their threads. Returns every
-/// shard's last counters.
 /// How long a stop waits for the shards to settle the exactly-once partitions it sealed.
-const FINAL_SEAL_WAIT: Duration = Duration::from_secs(5);
+const FINAL_SEAL_WAIT: Duration = Duration::from_secs(3);
+
+/// How long a stop's exactly-once seals and last commits take at most, together: a part of
+/// [`FINAL_WRITES_DEADLINE`], which the final writes get the rest of.
+const FINAL_COMMITS_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Exactly-once flows at a stop, before the shards stop: seals every partition, waits (at
 /// most [`FINAL_SEAL_WAIT`]) until the shards report them settled, and commits them, so that
-/// the stop stores the progress of everything acknowledged. What does not settle in time is
-/// aborted by the final writes (its next start copies it again from the committed progress).
+/// the stop stores the progress of everything acknowledged. What does not settle or commit
+/// within [`FINAL_COMMITS_DEADLINE`] (a target that does not answer) is left to the next start,
+/// which fences it and copies again from the committed progress.
 async fn final_commits(
     shards: &Shards,
     ev_rx: &Receiver<ShardEvent>,
@@ -68,8 +72,8 @@ async fn final_commits(
             }
         }
     }
-    let deadline = now + FINAL_SEAL_WAIT;
-    while Instant::now() < deadline
+    let seal_deadline = now + FINAL_SEAL_WAIT;
+    while Instant::now() < seal_deadline
         && flows
             .iter()
             .any(|f| f.eos.as_ref().is_some_and(|e| e.sealing()))
@@ -83,30 +87,45 @@ async fn final_commits(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    for f in flows.iter_mut().filter(|f| !f.retired) {
-        if let Some(eos) = f.eos.as_mut() {
-            // Stopping: nothing is unsealed, and what failed is aborted by the final writes.
-            eos.commit_round(
-                &f.target,
-                &mut f.progress,
-                &mut f.offsets,
-                now_ms(),
-                Instant::now(),
-            )
-            .await;
+    let commits = async {
+        for f in flows.iter_mut().filter(|f| !f.retired) {
+            if let Some(eos) = f.eos.as_mut() {
+                // Stopping: nothing is unsealed, and what failed is aborted by the final writes.
+                eos.commit_round(
+                    &f.target,
+                    &mut f.progress,
+                    &mut f.offsets,
+                    now_ms(),
+                    Instant::now(),
+                )
+                .await;
+            }
         }
+    };
+    // A round cut short leaves each partition in the phase its last finished call left.
+    let deadline = tokio::time::Instant::from_std(now + FINAL_COMMITS_DEADLINE);
+    if tokio::time::timeout_at(deadline, commits).await.is_err() {
+        tracing::error!(
+            "exactly-once: the last commits did not finish within {FINAL_COMMITS_DEADLINE:?} (a target does not answer); \
+             the next start takes the partitions over and copies again from the committed progress"
+        );
     }
 }
 
+/// Stops the shards, applies their final reports, and waits for their threads. Returns every
+/// shard's last counters and how long exactly-once's last commits took (a part of the final
+/// writes' deadline, [`finish_flows`]'s `spent`).
 pub(super) async fn stop_shards(
     shards: Shards,
     ev_rx: &Receiver<ShardEvent>,
     flows: &mut [FlowRuntime],
     parts: &mut Partitions,
     opts: &RunOptions,
-) -> HashMap<usize, ShardStats> {
+) -> (HashMap<usize, ShardStats>, Duration) {
     // Exactly-once partitions commit what the shards acknowledged before the shards stop.
+    let started = Instant::now();
     final_commits(&shards, ev_rx, flows, parts, &mut HashMap::new(), opts).await;
+    let commits_took = started.elapsed();
     // Behind what still waits for each shard, never blocking: a shard that takes no commands
     // costs this wait's deadline, not a hang.
     for i in 0..shards.len() {
@@ -157,15 +176,17 @@ pub(super) async fn stop_shards(
             );
         }
     }
-    stats
+    (stats, commits_took)
 }
 
-/// The flows' last writes, after the shards stopped.
+/// The flows' last writes, after the shards stopped, in what is left of
+/// [`FINAL_WRITES_DEADLINE`] once exactly-once's last commits `spent` their part.
 pub(super) async fn finish_flows(
     flows: &mut [FlowRuntime],
     opts: &RunOptions,
+    spent: Duration,
 ) -> Result<(), RunError> {
-    let deadline = tokio::time::Instant::now() + FINAL_WRITES_DEADLINE;
+    let deadline = tokio::time::Instant::now() + FINAL_WRITES_DEADLINE.saturating_sub(spent);
     match tokio::time::timeout_at(deadline, final_writes(flows, opts)).await {
         Ok(r) => r,
         Err(_) => {
