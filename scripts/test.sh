@@ -257,6 +257,7 @@ FAULT_SCENARIOS_EOS=(
   rolling_restart=rolling-restart-eos
   target_broker_killed_and_left_down=target-broker-killed-eos
   target_connection_resets=target-resets-eos
+  sigterm_during_target_outage=sigterm-in-target-outage-eos
 )
 step "fault tests with exactly-once (short profile, ${#FAULT_SCENARIOS_EOS[@]} scenarios)"
 run_fault_scenarios "fault scenarios with exactly-once" 1 "${FAULT_SCENARIOS_EOS[@]}"
