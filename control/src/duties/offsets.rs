@@ -579,13 +579,15 @@ impl OffsetsRuntime {
             return;
         }
         let tp = TopicPartition::new(topic, partition);
+        // Exactly-once: looked up once per report, not per segment.
+        let mut held = self.uncommitted.remove(&tp);
         for s in segments {
             let segment = Segment::new(s.upstream, s.downstream, i64::from(s.count));
             if let Err(e) = self.translator.append(&tp, segment) {
                 self.mapping_error(&e.to_string());
                 continue;
             }
-            if let Some(held) = self.uncommitted.get_mut(&tp) {
+            if let Some(held) = held.as_mut() {
                 held.push(segment);
                 continue;
             }
@@ -594,6 +596,9 @@ impl OffsetsRuntime {
             {
                 self.mapping_error(&e.to_string());
             }
+        }
+        if let Some(held) = held {
+            self.uncommitted.insert(tp, held);
         }
     }
 
