@@ -328,6 +328,89 @@ fn a_backlog_of_small_batches_is_copied_in_merged_batches() {
     );
 }
 
+/// A backlog of batches of a few KiB in every codec (Kafka's perf producer, `batch.size` 4096,
+/// records of 160 hex characters) is forwarded as it came, though every batch queues behind a
+/// full produce window: only batches under a sixteenth of `batch.size` are merged.
+#[test]
+fn a_backlog_of_batches_of_a_few_kib_is_forwarded_as_it_came_in_every_codec() {
+    let tb = Testbed::get();
+    let stem = unique("dp-kib");
+    // Varied text so that each codec compresses a batch to a few KiB, not to nothing.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let lines: Vec<String> = (0..500)
+        .map(|_| {
+            (0..10)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    format!("{:016x}", x)
+                })
+                .collect()
+        })
+        .collect();
+    let payload = strait_tests::temp_file(&lines.join("\n"));
+    let codecs = ["gzip", "snappy", "lz4", "zstd"];
+    for codec in codecs {
+        let topic = format!("{stem}-{codec}");
+        create_topic(tb.source(), &topic, 1, &[]);
+        kafka_tool_ok(
+            "kafka-producer-perf-test",
+            &[
+                "--topic",
+                &topic,
+                "--num-records",
+                "3000",
+                "--throughput",
+                "-1",
+                "--payload-file",
+                payload.to_str().unwrap(),
+                "--producer-props",
+                &format!("bootstrap.servers={}", tb.source()),
+                &format!("compression.type={codec}"),
+                "batch.size=4096",
+                "linger.ms=100",
+                "acks=-1",
+            ],
+            None,
+        );
+    }
+    let exit = run_until_caught_up(&config(&format!("{stem}-.*")), "uring");
+    exit.expect_code(0);
+    let summary = exit.summary();
+    assert_eq!(summary.records, 3000 * codecs.len() as u64);
+    assert_eq!(summary.merged, 0, "{}", tail(&exit.stderr, 10));
+    for codec in codecs {
+        let topic = format!("{stem}-{codec}");
+        let src = read_batches(tb.source(), &topic, 0);
+        let dst = read_batches(tb.target(), &remote(&topic), 0);
+        let mut sizes: Vec<usize> = src.iter().map(|b| b.as_bytes().len()).collect();
+        sizes.sort_unstable();
+        eprintln!(
+            "{codec}: {} source batches of {}-{} bytes (median {}), {} target batches",
+            src.len(),
+            sizes[0],
+            sizes[sizes.len() - 1],
+            sizes[sizes.len() / 2],
+            dst.len()
+        );
+        assert!(
+            sizes[sizes.len() / 2] >= 1024,
+            "{codec}: the producer wrote tiny batches, the test proves nothing"
+        );
+        assert_eq!(src.len(), dst.len(), "{codec}: batch count");
+        for (s, d) in src.iter().zip(&dst) {
+            let at = format!("{topic}, batch at {}", s.base_offset());
+            assert_eq!(d.base_offset(), s.base_offset(), "{at}");
+            assert_eq!(d.compression(), s.compression(), "{at}");
+            assert!(
+                d.as_bytes()[61..] == s.as_bytes()[61..],
+                "{at}: the records section (bytes 61..) differs: the batch was not forwarded as it came"
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Transactions
 // ---------------------------------------------------------------------------------------------

@@ -229,7 +229,8 @@ pub struct ProducerSettings {
     pub max_in_flight_requests_per_connection: Setting<u32>,
     /// `max.request.size`.
     pub max_request_size: Setting<u32>,
-    /// `batch.size`: small batches queued behind a full produce window merge up to this size.
+    /// `batch.size`: batches under a sixteenth of it queued behind a full produce window merge
+    /// up to this size.
     pub batch_size: Setting<u32>,
     /// `transaction.timeout.ms`: with exactly-once, how long the coordinator lets one of
     /// strait's transactions stay open before it aborts it (Kafka's default, 60 000).

@@ -9,9 +9,10 @@
 //!    queues the rest: as they are (fast path) or rebuilt (slow path).
 //! 2. [`Partition::poll_send`] hands out the next batch with this shard's producer id, epoch and
 //!    the partition's next sequence number, at most `max_in_flight_per_partition` at a time.
-//!    Small batches that queued up behind a full window are merged first, up to `batch.size`
-//!    (`Partition::coalesce_front`): a partition that is behind pays one round trip per
-//!    `batch.size`, not one per source batch.
+//!    Tiny batches (under a sixteenth of `batch.size`) that queued up behind a full window are
+//!    merged first, up to `batch.size` (`Partition::coalesce_front`): a partition that is behind
+//!    pays one round trip per `batch.size`, not one per record or two; larger batches go as
+//!    they came.
 //! 3. [`Partition::handle_produced`] records the outcome. Acknowledged batches leave the window
 //!    in sequence order, moving progress and producing mapping segments. A retriable failure
 //!    marks the batch for resending with the *same* sequence number (the broker deduplicates),
@@ -1127,25 +1128,30 @@ impl Partition {
         ))
     }
 
-    /// Merges the small batches at the front of the queue into one (see
-    /// [`ProduceSettings::batch_bytes`]). Only called when a batch leaves the queue: batches
-    /// queue up only while the window is full, so a partition that keeps up sends every batch
-    /// as it came, and only one that is behind pays for decoding and re-encoding. Whatever
-    /// cannot be merged (another codec, a corrupt batch, a result over the limit) goes as it
-    /// is: merging never changes what is copied, only how many produce requests carry it.
+    /// Merges the tiny batches at the front of the queue into one (see
+    /// [`ProduceSettings::merge_below_bytes`]). Only called when a batch leaves the queue:
+    /// batches queue up only while the window is full, so a partition that keeps up sends every
+    /// batch as it came, and only one that is behind pays for decoding and re-encoding. Whatever
+    /// cannot be merged (a batch of a sixteenth of `batch.size` or more, another codec, a corrupt
+    /// batch, a result over the limit) goes as it is: merging never changes what is copied,
+    /// only how many produce requests carry it.
     fn coalesce_front(&mut self, merge_room: usize, stats: &mut ShardStats) {
         let limit = self
             .produce
             .batch_bytes
             .min(self.max_message_bytes)
             .min(merge_room);
+        let below = self.produce.merge_below_bytes();
         let Some(codec) = self.queue.front().map(|o| o.batch.compression()) else {
             return;
         };
         let mut total = 0;
         let mut n = 0;
         for o in &self.queue {
-            if total + o.batch.size() > limit || o.batch.compression() != codec {
+            if o.batch.size() >= below
+                || total + o.batch.size() > limit
+                || o.batch.compression() != codec
+            {
                 break;
             }
             total += o.batch.size();
@@ -1663,6 +1669,35 @@ mod tests {
             .map(|m| (m.upstream, m.downstream, m.count))
             .collect();
         assert_eq!(segs, vec![(0, 100, 5), (6, 105, 5)]);
+    }
+
+    #[test]
+    fn only_batches_under_a_sixteenth_of_batch_size_are_merged() {
+        let one = batch(0, 1, Compression::None).len();
+        for (batch_bytes, merges) in [(16 * one, 0), (16 * (one + 1), 1)] {
+            let mut p = part(0);
+            p.produce.batch_bytes = batch_bytes;
+            let mut st = ShardStats::default();
+            let (_budget, t) = ticket();
+            let rs = set(&[
+                batch(0, 1, Compression::None),
+                batch(1, 1, Compression::None),
+                batch(2, 1, Compression::None),
+            ]);
+            p.fetch_started();
+            p.handle_fetch(fetched(rs, 3), &t, now0(), &mut st).unwrap();
+            let (_, b0) = p.poll_send(Instant::now(), &mut st).unwrap();
+            assert_eq!(
+                st.merges, merges,
+                "batch.size {batch_bytes}, batches of {one}"
+            );
+            let sent = b0.head.len() + b0.payload.len();
+            assert_eq!(
+                sent == one,
+                merges == 0,
+                "batch.size {batch_bytes}: sent {sent}"
+            );
+        }
     }
 
     #[test]
