@@ -708,6 +708,30 @@ fn restart_replicates_nothing_twice() {
     );
 }
 
+/// The offset syncs load in the background while replication starts: a load that fails still
+/// fails the run, with the error and the exit status it had when the run waited for it.
+#[test]
+fn an_offset_syncs_topic_that_cannot_be_created_still_fails_the_run() {
+    let a = Admin::source();
+    let t = unique("cpsyncerr");
+    let (sa, sb) = aliases();
+    a.create_topic(&t, 1, &[]);
+    a.produce(&t, 0, &values("v", 0..10));
+    // A replication factor the test bed's one broker cannot give.
+    let cfg = one_way(&sa, &sb, &t, "offset-syncs.topic.replication.factor = 7");
+    for args in [&["--until-caught-up"][..], &[]] {
+        let mut cmd = vec!["run", "--config", cfg.to_str().expect("utf-8 path")];
+        cmd.extend_from_slice(args);
+        let (status, _, err) = strait(&cmd);
+        assert_eq!(status.code(), Some(3), "{args:?}:\n{err}");
+        let want = format!("cannot create mm2-offset-syncs.{sb}.internal on {sa}");
+        assert!(
+            err.contains(&want) && err.contains("InvalidReplicationFactor"),
+            "{args:?}: no `{want}` in:\n{err}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lost positions.
 

@@ -24,8 +24,18 @@
 //! compacted) and loads the last checkpoint of every selected group from it; then it creates the
 //! offset-syncs topic (placed by `offset-syncs.topic.location`) and reads it whole into MM2's
 //! [`OffsetSyncStore`](crate::offsets::OffsetSyncStore) (keeping full history only when the checkpoints could be read, as
-//! KAFKA-15905 does). So a restarted instance translates from the offset syncs at once, before
-//! it has replicated anything.
+//! KAFKA-15905 does). So a restarted instance translates from the offset syncs as soon as they
+//! are read, whether or not it has replicated anything by then.
+//!
+//! That load runs in the background (a local task): far from the source, reading the
+//! offset-syncs topic whole takes seconds that replication need not wait for. Meanwhile the
+//! exact mapping takes the shards' segments as usual (the progress store writes it), the offset
+//! sync writer queues what they call for (at most one pending and one delayed sync per
+//! partition, as always), and nothing is sent or checkpointed: the rounds that fall due wait for
+//! the load and run at the first tick after it ([`OffsetsRuntime::tick`]), so no checkpoint comes
+//! from a translator without its offset syncs. The control loop takes the load's outcome every
+//! turn ([`OffsetsRuntime::poll_load`]); its error stops the run as it did when the run waited
+//! for it at start, only later.
 //!
 //! strait's progress adds one exact pair per partition: on shutdown strait publishes the last
 //! sync of every partition, and when that sync's downstream offset is the last record of the
@@ -66,8 +76,9 @@ use crate::model::TopicPartition;
 use crate::model::counters::{OffsetsCounters, bump};
 use crate::offsets::{
     Checkpoint, CheckpointSkip, CheckpointStore, CommittedOffset, GroupSyncAction, GroupSyncReport,
-    OffsetMapping, OffsetSync, OffsetSyncWriter, PartitionMapping, Precision, Segment, StoredSync,
-    SyncWriterConfig, TargetGroupState, Translator, plan_group_sync, restart_seed,
+    OffsetMapping, OffsetSync, OffsetSyncStore, OffsetSyncWriter, PartitionMapping, Precision,
+    Segment, StoredSync, SyncWriterConfig, TargetGroupState, Translator, plan_group_sync,
+    restart_seed,
 };
 use crate::store::checkpoints::load_checkpoints;
 use crate::store::offset_syncs::load_syncs;
@@ -77,6 +88,10 @@ use crate::store::{progress, records};
 /// Default bound on the consumer groups one flow checkpoints. Each costs one OffsetFetch per
 /// checkpoint round and per group refresh.
 pub const DEFAULT_MAX_GROUPS: usize = 10_000;
+
+/// How long a stop waits for a background load still running ([`OffsetsRuntime::finish`]):
+/// well within the final writes' deadline, which the progress write needs too.
+pub const LOAD_WAIT_AT_STOP: Duration = Duration::from_secs(5);
 
 /// How long offset-sync sends pause after a failed one.
 pub const SYNC_FAILURE_PAUSE: Duration = Duration::from_secs(5);
@@ -106,6 +121,9 @@ pub enum OffsetsError {
         what: &'static str,
         timeout_ms: u64,
     },
+    /// The background load ended without an outcome (it was cancelled).
+    #[error("flow {flow}: loading the offset syncs and checkpoints was cancelled")]
+    LoadCancelled { flow: String },
     /// The connection settings of a client are unusable (e.g. an unreadable trust store).
     #[error("flow {flow}: client {role}: {error}")]
     Client {
@@ -215,16 +233,41 @@ pub async fn seed_from_progress(
     target: &Cluster,
     progress: &BTreeMap<TopicPartition, progress::Entry>,
 ) -> usize {
+    let mapped = |tp: &TopicPartition| {
+        translator
+            .mapping()
+            .partition(tp)
+            .is_some_and(|m| m.run_count() > 0)
+    };
+    let seeds = restart_seeds(translator.store(), flow, target, progress, mapped).await;
+    apply_seeds(translator, seeds, |_| false)
+}
+
+/// One partition's restart seed ([`seed_from_progress`]): the last sync as a one-record segment
+/// and the stored progress, which becomes the acknowledged end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RestartSeed {
+    tp: TopicPartition,
+    segment: Segment,
+    next_offset: i64,
+}
+
+/// The restart seeds that `store`, the target's end offsets and `progress` allow, leaving out
+/// the partitions `skip` names (those with an exact mapping already).
+async fn restart_seeds(
+    store: &OffsetSyncStore,
+    flow: &FlowConfig,
+    target: &Cluster,
+    progress: &BTreeMap<TopicPartition, progress::Entry>,
+    skip: impl Fn(&TopicPartition) -> bool,
+) -> Vec<RestartSeed> {
     let mut candidates: Vec<(TopicPartition, TopicPartition, StoredSync, i64)> = Vec::new();
     // Only partitions this flow replicates: the progress topic also holds other topics' ends.
-    for (tp, entry) in progress.iter().filter(|(tp, _)| {
-        flow.should_replicate_topic(&tp.topic)
-            && translator
-                .mapping()
-                .partition(tp)
-                .is_none_or(|m| m.run_count() == 0)
-    }) {
-        let Some(latest) = translator.store().syncs_for(tp).map(|s| s[0]) else {
+    for (tp, entry) in progress
+        .iter()
+        .filter(|(tp, _)| flow.should_replicate_topic(&tp.topic) && !skip(tp))
+    {
+        let Some(latest) = store.syncs_for(tp).map(|s| s[0]) else {
             continue;
         };
         // Only ask the target about partitions that could qualify.
@@ -240,7 +283,7 @@ pub async fn seed_from_progress(
         }
     }
     if candidates.is_empty() {
-        return 0;
+        return Vec::new();
     }
     // Leave out remote topics the target does not have (one Metadata request, where ListOffsets
     // would retry each as possibly stale metadata).
@@ -254,7 +297,7 @@ pub async fn seed_from_progress(
         }),
         Err(e) => {
             tracing::debug!(error = %e, "no target metadata: translation starts from the offset syncs alone");
-            return 0;
+            return Vec::new();
         }
     }
     let remotes: Vec<TopicPartition> = candidates.iter().map(|c| c.1.clone()).collect();
@@ -265,7 +308,7 @@ pub async fn seed_from_progress(
             IsolationLevel::ReadUncommitted,
         )
         .await;
-    let mut seeded = 0;
+    let mut seeds = Vec::new();
     for (tp, remote, latest, next) in candidates {
         let end = match ends.get(&remote) {
             Some(Ok(end)) => end,
@@ -275,10 +318,39 @@ pub async fn seed_from_progress(
             }
             None => continue,
         };
-        if let Some(segment) = restart_seed(&latest, next, *end)
-            && translator.append(&tp, segment).is_ok()
-        {
-            translator.set_acked_end(tp, next);
+        if let Some(segment) = restart_seed(&latest, next, *end) {
+            seeds.push(RestartSeed {
+                tp,
+                segment,
+                next_offset: next,
+            });
+        }
+    }
+    seeds
+}
+
+/// Adds `seeds` to `translator`, except to partitions `changed` names or that have runs by now
+/// (segments since: the seed would no longer come first). A seed read while the shard already
+/// copied cannot be wrong: a record written before the target's end was read fails the seed's
+/// `d + 1 == end`, one written after comes after the seed. Returns how many were added.
+fn apply_seeds(
+    translator: &mut Translator,
+    seeds: Vec<RestartSeed>,
+    changed: impl Fn(&TopicPartition) -> bool,
+) -> usize {
+    let mut seeded = 0;
+    for s in seeds {
+        let mapping = translator.mapping().partition(&s.tp);
+        if changed(&s.tp) || mapping.is_some_and(|m| m.run_count() > 0) {
+            continue;
+        }
+        // Acknowledged ends reported meanwhile with no segment cover only records strait does
+        // not copy: they stay exact too.
+        let acked = mapping
+            .and_then(|m| m.acked_end())
+            .map_or(s.next_offset, |a| a.max(s.next_offset));
+        if translator.append(&s.tp, s.segment).is_ok() {
+            translator.set_acked_end(s.tp, acked);
             seeded += 1;
         }
     }
@@ -353,8 +425,33 @@ pub struct OffsetsDuties {
     pub group_sync: bool,
 }
 
+/// What the background load of [`OffsetsRuntime::start`] gives.
+pub(crate) struct Loaded {
+    checkpoints: CheckpointStore,
+    store: OffsetSyncStore,
+    /// `None` when offset syncs are off.
+    syncs: Option<SyncsTopic>,
+    /// The source's groups; `None` when checkpoints are off.
+    groups: Option<Result<BTreeSet<String>, OffsetsError>>,
+    seeds: Vec<RestartSeed>,
+}
+
+/// Where the background load is.
+enum Load {
+    Running {
+        task: tokio::task::JoinHandle<Result<Loaded, OffsetsError>>,
+        /// Partitions whose mapping changed meanwhile other than by an acknowledged end (a
+        /// segment, a seek, a restore, forgotten): no restart seed may go before that.
+        changed: BTreeSet<TopicPartition>,
+    },
+    Done,
+    /// It failed, and its error was handed out: the run stops.
+    Failed,
+}
+
 /// The offsets duties of one flow in `strait run`. See the [module docs](self).
 pub struct OffsetsRuntime {
+    load: Load,
     flow: FlowConfig,
     name: String,
     settings: OffsetsSettings,
@@ -407,15 +504,27 @@ impl fmt::Debug for OffsetsRuntime {
             .field("flow", &self.name)
             .field("partitions", &self.translator.mapping().len())
             .field("groups", &self.groups.len())
+            .field("loaded", &self.is_loaded())
             .finish()
     }
 }
 
+impl Drop for OffsetsRuntime {
+    fn drop(&mut self) {
+        // A flow removed or restarted by a reload, or a run stopping early: its load is moot.
+        if let Load::Running { task, .. } = &self.load {
+            task.abort();
+        }
+    }
+}
+
 impl OffsetsRuntime {
-    /// Creates the internal topics this flow needs, loads the checkpoints and the offset syncs,
-    /// seeds the exact end pairs from `progress`, and lists the source groups. `source` and
+    /// Starts the offsets duties of `flow`: installs the exact mappings `restored` from the
+    /// stored progress at once, and starts the background load (a local task, so this must run
+    /// in a `LocalSet`) that creates the internal topics, loads the checkpoints and the offset
+    /// syncs, reads the restart seeds for `progress` and lists the source groups. `source` and
     /// `target` are the flow's admin clients.
-    pub async fn start(
+    pub fn start(
         flow: &FlowConfig,
         source: Rc<Cluster>,
         target: Rc<Cluster>,
@@ -423,63 +532,72 @@ impl OffsetsRuntime {
         restored: BTreeMap<TopicPartition, PartitionMapping>,
         now: Instant,
     ) -> Result<Self, OffsetsError> {
-        let name = flow.name();
-        let settings = OffsetsSettings::from_flow(flow);
-        let c = &flow.clients;
-        let target_producer = cluster_for(&name, "target producer", &c.target_producer.client)?;
-        let target_consumer = cluster_for(&name, "target consumer", &c.target_consumer.client)?;
-        let checkpoints_topic = flow.checkpoints_topic();
-
-        let checkpointing = settings.emit_checkpoints;
-        // The group list comes from the source, as the offset syncs do by default: asked for
-        // side by side, a start far from the source waits for one of them, not both.
-        let loads = async {
-            let checkpoints =
-                load_checkpoint_store(flow, &target, &target_consumer, &checkpoints_topic).await?;
-            let mut translator = Translator::default();
-            let syncs = if settings.emit_offset_syncs {
-                Some(load_offset_syncs(flow, &checkpoints, &mut translator).await?)
-            } else {
-                None
-            };
-            Ok::<_, OffsetsError>((checkpoints, translator, syncs))
-        };
-        let groups = async {
-            if !checkpointing {
-                return None;
-            }
-            let found = find_groups_timed(flow, &source, &settings).await;
-            if matches!(&found, Ok(g) if g.is_empty()) {
-                probe_group_access(flow, &source, &settings).await;
-            }
-            Some(found)
-        };
-        let (loaded, found) = futures_util::join!(loads, groups);
-        let (checkpoints, mut translator, syncs) = loaded?;
-        translator.store_mut().mark_read_to_end();
+        let target_consumer = cluster_for(
+            &flow.name(),
+            "target consumer",
+            &flow.clients.target_consumer.client,
+        )?;
+        let mut translator = Translator::default();
         let exact = restore_mappings(&mut translator, flow, restored);
         if exact > 0 {
-            tracing::info!(flow = %name, partitions = exact, "exact offset mappings restored from the stored progress");
+            tracing::info!(flow = %flow.name(), partitions = exact, "exact offset mappings restored from the stored progress");
         }
-        let seeded = seed_from_progress(&mut translator, flow, &target, progress).await;
-        if seeded > 0 {
-            tracing::info!(flow = %name, partitions = seeded, "exact end offsets restored from the last offset syncs and stored progress");
-        }
+        // Partitions with a restored mapping take no seed: no need to ask the target about them.
+        let progress: BTreeMap<TopicPartition, progress::Entry> = progress
+            .iter()
+            .filter(|(tp, _)| {
+                translator
+                    .mapping()
+                    .partition(tp)
+                    .is_none_or(|m| m.run_count() == 0)
+            })
+            .map(|(tp, e)| (tp.clone(), *e))
+            .collect();
+        let load = load(
+            flow.clone(),
+            source.clone(),
+            target.clone(),
+            target_consumer,
+            progress,
+        );
+        Self::with_load(flow, source, target, translator, now, load)
+    }
 
+    /// [`OffsetsRuntime::start`] with the load given (tests give their own).
+    fn with_load(
+        flow: &FlowConfig,
+        source: Rc<Cluster>,
+        target: Rc<Cluster>,
+        translator: Translator,
+        now: Instant,
+        load: impl std::future::Future<Output = Result<Loaded, OffsetsError>> + 'static,
+    ) -> Result<Self, OffsetsError> {
+        let name = flow.name();
+        let settings = OffsetsSettings::from_flow(flow);
+        let target_producer = cluster_for(
+            &name,
+            "target producer",
+            &flow.clients.target_producer.client,
+        )?;
+        let checkpointing = settings.emit_checkpoints;
         let writer = OffsetSyncWriter::new(SyncWriterConfig {
             offset_lag_max: settings.offset_lag_max,
             max_outstanding: settings.max_outstanding_syncs,
         });
-        let mut rt = Self {
+        Ok(Self {
+            load: Load::Running {
+                task: tokio::task::spawn_local(load),
+                changed: BTreeSet::new(),
+            },
             name,
             source,
             target,
             target_producer,
-            syncs,
-            checkpoints_topic,
+            syncs: None,
+            checkpoints_topic: flow.checkpoints_topic(),
             translator,
             writer,
-            checkpoints,
+            checkpoints: CheckpointStore::default(),
             groups: BTreeSet::new(),
             next_flush: now + settings.offset_flush_interval,
             next_refresh: (checkpointing && settings.refresh_groups)
@@ -498,13 +616,90 @@ impl OffsetsRuntime {
             owned: None,
             flow: flow.clone(),
             settings,
+        })
+    }
+
+    /// Whether the background load finished and was taken: offset syncs are sent and the
+    /// rounds run from then on.
+    pub fn is_loaded(&self) -> bool {
+        matches!(self.load, Load::Done)
+    }
+
+    /// Takes the background load's outcome if it has finished (the control loop asks every
+    /// turn): installs what it read, or returns its error, once.
+    pub async fn poll_load(&mut self) -> Result<(), OffsetsError> {
+        let Load::Running { task, .. } = &mut self.load else {
+            return Ok(());
         };
-        if let Some(found) = found {
-            // Probed above when none was found (the refresh would probe again otherwise).
-            rt.groups_probed = matches!(&found, Ok(g) if g.is_empty());
-            rt.take_groups(found).await;
+        if !task.is_finished() {
+            return Ok(());
         }
-        Ok(rt)
+        let Some(outcome) = futures_util::FutureExt::now_or_never(task) else {
+            return Ok(());
+        };
+        self.take_load(outcome).await
+    }
+
+    /// Waits for the background load and takes its outcome (a flow a reload starts; a stop).
+    pub async fn wait_loaded(&mut self) -> Result<(), OffsetsError> {
+        let Load::Running { task, .. } = &mut self.load else {
+            return Ok(());
+        };
+        let outcome = task.await;
+        self.take_load(outcome).await
+    }
+
+    async fn take_load(
+        &mut self,
+        outcome: Result<Result<Loaded, OffsetsError>, tokio::task::JoinError>,
+    ) -> Result<(), OffsetsError> {
+        let Load::Running { changed, .. } = std::mem::replace(&mut self.load, Load::Failed) else {
+            return Ok(());
+        };
+        let loaded = match outcome {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => return Err(e),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => {
+                return Err(OffsetsError::LoadCancelled {
+                    flow: self.name.clone(),
+                });
+            }
+        };
+        let found = self.install(loaded, &changed);
+        self.load = Load::Done;
+        if let Some(found) = found {
+            // Probed by the load when none was found (the refresh would probe again otherwise).
+            self.groups_probed = matches!(&found, Ok(g) if g.is_empty());
+            self.take_groups(found).await;
+        }
+        Ok(())
+    }
+
+    /// Installs what the load read, the translator's own syncs store replaced by the one read
+    /// (nothing was sent meanwhile, so it holds nothing of this run's); returns the groups found.
+    fn install(
+        &mut self,
+        loaded: Loaded,
+        changed: &BTreeSet<TopicPartition>,
+    ) -> Option<Result<BTreeSet<String>, OffsetsError>> {
+        self.checkpoints = loaded.checkpoints;
+        *self.translator.store_mut() = loaded.store;
+        self.syncs = loaded.syncs;
+        let seeded = apply_seeds(&mut self.translator, loaded.seeds, |tp| {
+            changed.contains(tp)
+        });
+        if seeded > 0 {
+            tracing::info!(flow = %self.name, partitions = seeded, "exact end offsets restored from the last offset syncs and stored progress");
+        }
+        loaded.groups
+    }
+
+    /// While the load runs: `tp`'s mapping changed other than by an acknowledged end.
+    fn changed_while_loading(&mut self, tp: &TopicPartition) {
+        if let Load::Running { changed, .. } = &mut self.load {
+            changed.insert(tp.clone());
+        }
     }
 
     /// Takes the duty settings of `flow` (a configuration reload) at `now`: intervals,
@@ -542,6 +737,9 @@ impl OffsetsRuntime {
     /// Translates these partitions from now on with their mappings read from storage (a
     /// member of a group was assigned partitions another member replicated).
     pub fn restore_partitions(&mut self, restored: BTreeMap<TopicPartition, PartitionMapping>) {
+        for tp in restored.keys() {
+            self.changed_while_loading(tp);
+        }
         restore_mappings(&mut self.translator, &self.flow, restored);
     }
 
@@ -555,6 +753,7 @@ impl OffsetsRuntime {
 
     /// An operator moved `tp` to `next_offset` (its mapping is truncated there).
     pub fn on_seek(&mut self, tp: &TopicPartition, next_offset: i64) {
+        self.changed_while_loading(tp);
         self.translator.seek(tp, next_offset);
     }
 
@@ -579,6 +778,7 @@ impl OffsetsRuntime {
             return;
         }
         let tp = TopicPartition::new(topic, partition);
+        self.changed_while_loading(&tp);
         // Exactly-once: looked up once per report, not per segment.
         let mut held = self.uncommitted.remove(&tp);
         for s in segments {
@@ -591,7 +791,9 @@ impl OffsetsRuntime {
                 held.push(segment);
                 continue;
             }
-            if self.syncs.is_some()
+            // While the load runs too: the writer keeps what is to be sent (bounded per
+            // partition), and sends wait for the load.
+            if self.settings.emit_offset_syncs
                 && let Err(e) = self.writer.on_segment(&tp, segment)
             {
                 self.mapping_error(&e.to_string());
@@ -615,7 +817,7 @@ impl OffsetsRuntime {
             return;
         };
         let segments = std::mem::take(held);
-        if self.syncs.is_none() {
+        if !self.settings.emit_offset_syncs {
             return;
         }
         for segment in segments {
@@ -664,6 +866,7 @@ impl OffsetsRuntime {
 
     /// Forgets a source partition (its topic was deleted or recreated).
     pub fn forget_partition(&mut self, tp: &TopicPartition) {
+        self.changed_while_loading(tp);
         self.translator.forget(tp);
         self.writer.remove_partition(tp);
     }
@@ -702,6 +905,11 @@ impl OffsetsRuntime {
     /// Runs what is due at `now`; `wall_ms` stamps the records written. The offset syncs the
     /// writer has ready are sent at every tick.
     pub async fn tick(&mut self, now: Instant, wall_ms: i64) {
+        // Nothing is sent or emitted before the load: what falls due meanwhile stays due (its
+        // schedule untouched) and runs at the first tick after it.
+        if !self.is_loaded() {
+            return;
+        }
         let due = self.due(now);
         self.send_syncs(now, wall_ms).await;
         if due.flush {
@@ -722,8 +930,21 @@ impl OffsetsRuntime {
     /// On the way out, after the shards' final reports: publishes the latest offset sync of
     /// every partition (so that a restart translates from the very end) and, when `final_round`
     /// (`--until-caught-up`), refreshes the groups and runs one more round of checkpoints and
-    /// group sync.
-    pub async fn finish(&mut self, final_round: bool, wall_ms: i64) {
+    /// group sync. A load still running is waited for at most [`LOAD_WAIT_AT_STOP`]; its error
+    /// is returned.
+    pub async fn finish(&mut self, final_round: bool, wall_ms: i64) -> Result<(), OffsetsError> {
+        if matches!(self.load, Load::Running { .. }) {
+            match tokio::time::timeout(LOAD_WAIT_AT_STOP, self.wait_loaded()).await {
+                Ok(loaded) => loaded?,
+                Err(_) => {
+                    tracing::warn!(flow = %self.name, "the offset syncs and checkpoints are still loading: no last offset syncs, checkpoints or group sync");
+                    return Ok(());
+                }
+            }
+        }
+        if !self.is_loaded() {
+            return Ok(());
+        }
         if self.syncs.is_some() {
             self.writer.on_flush_interval();
             self.syncs_paused_until = None;
@@ -746,6 +967,7 @@ impl OffsetsRuntime {
                 self.group_sync_logged().await;
             }
         }
+        Ok(())
     }
 
     /// Produces the syncs the writer has made ready (at most `max_outstanding_syncs`), in one
@@ -1200,6 +1422,55 @@ impl OffsetsRuntime {
     }
 }
 
+/// The background load of [`OffsetsRuntime::start`], in MM2's checkpoint task's order: the
+/// checkpoints topic and its checkpoints, then the offset-syncs topic and its syncs (whole), then
+/// the restart seeds for `progress`; beside them, the source's groups.
+async fn load(
+    flow: FlowConfig,
+    source: Rc<Cluster>,
+    target: Rc<Cluster>,
+    target_consumer: Rc<Cluster>,
+    progress: BTreeMap<TopicPartition, progress::Entry>,
+) -> Result<Loaded, OffsetsError> {
+    let settings = OffsetsSettings::from_flow(&flow);
+    let flow = &flow;
+    // The group list comes from the source, as the offset syncs do by default: asked for
+    // side by side, a start far from the source waits for one of them, not both.
+    let loads = async {
+        let checkpoints =
+            load_checkpoint_store(flow, &target, &target_consumer, &flow.checkpoints_topic())
+                .await?;
+        let mut store = OffsetSyncStore::default();
+        let syncs = if settings.emit_offset_syncs {
+            Some(load_offset_syncs(flow, &checkpoints, &mut store).await?)
+        } else {
+            None
+        };
+        store.mark_read_to_end();
+        Ok::<_, OffsetsError>((checkpoints, store, syncs))
+    };
+    let groups = async {
+        if !settings.emit_checkpoints {
+            return None;
+        }
+        let found = find_groups_timed(flow, &source, &settings).await;
+        if matches!(&found, Ok(g) if g.is_empty()) {
+            probe_group_access(flow, &source, &settings).await;
+        }
+        Some(found)
+    };
+    let (loaded, groups) = futures_util::join!(loads, groups);
+    let (checkpoints, store, syncs) = loaded?;
+    let seeds = restart_seeds(&store, flow, &target, &progress, |_| false).await;
+    Ok(Loaded {
+        checkpoints,
+        store,
+        syncs,
+        groups,
+        seeds,
+    })
+}
+
 /// Creates the checkpoints topic and loads the last checkpoint of every selected group from it
 /// (MM2's checkpoint task at start); an empty, unloaded store when checkpoints are off.
 async fn load_checkpoint_store(
@@ -1231,12 +1502,12 @@ async fn load_checkpoint_store(
     Ok(checkpoints)
 }
 
-/// Creates the offset-syncs topic and reads it whole into `translator`'s sync store (keeping
+/// Creates the offset-syncs topic and reads it whole into `store` (keeping
 /// full history only when the checkpoints could be read, as KAFKA-15905 does).
 async fn load_offset_syncs(
     flow: &FlowConfig,
     checkpoints: &CheckpointStore,
-    translator: &mut Translator,
+    store: &mut OffsetSyncStore,
 ) -> Result<SyncsTopic, OffsetsError> {
     let name = flow.name();
     let c = &flow.clients;
@@ -1270,15 +1541,15 @@ async fn load_offset_syncs(
         what: format!("cannot create {} on {}", topic.name, topic.cluster),
         source: Box::new(source),
     })?;
-    translator.store_mut().start(!checkpoints.load_succeeded());
-    match load_syncs(&syncs_consumer, &topic.name, translator.store_mut()).await {
+    store.start(!checkpoints.load_succeeded());
+    match load_syncs(&syncs_consumer, &topic.name, store).await {
         Ok((records, bad)) => {
             tracing::info!(
                 flow = %name,
                 topic = %topic.name,
                 cluster = %topic.cluster,
                 records,
-                partitions = translator.store().partition_count(),
+                partitions = store.partition_count(),
                 "offset syncs loaded"
             );
             if bad > 0 {
@@ -1476,5 +1747,237 @@ mod tests {
         // strait's default: new groups within seconds, not MM2's ten minutes.
         assert_eq!(s.refresh_groups_interval, Duration::from_secs(10));
         assert_eq!(s.offset_flush_interval, Duration::from_millis(60_000));
+    }
+
+    fn flow(extra: &str, tag: &str) -> FlowConfig {
+        let text = format!(
+            "clusters = A, B\nA.bootstrap.servers = a.invalid:9092\nB.bootstrap.servers = b.invalid:9092\n\
+             A->B.enabled = true\nemit.checkpoints.interval.seconds = 1\n{extra}"
+        );
+        let path = std::env::temp_dir().join(format!(
+            "strait-offsets-load-{tag}-{}.properties",
+            std::process::id()
+        ));
+        std::fs::write(&path, text).unwrap();
+        let cfg = crate::config::load(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        cfg.flow("A", "B").unwrap().clone()
+    }
+
+    /// A runtime whose load finishes when the sender is used (its clients never connect: the
+    /// tests run nothing that would).
+    fn loading(
+        flow: &FlowConfig,
+        now: Instant,
+    ) -> (
+        OffsetsRuntime,
+        tokio::sync::oneshot::Sender<Result<Loaded, OffsetsError>>,
+    ) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let load = async move {
+            rx.await.unwrap_or_else(|_| {
+                Err(OffsetsError::LoadCancelled {
+                    flow: "test".into(),
+                })
+            })
+        };
+        let source = cluster_for("A->B", "source", &flow.clients.source_admin.client).unwrap();
+        let target = cluster_for("A->B", "target", &flow.clients.target_admin.client).unwrap();
+        let rt = OffsetsRuntime::with_load(flow, source, target, Translator::default(), now, load)
+            .unwrap();
+        (rt, tx)
+    }
+
+    fn loaded(seeds: Vec<RestartSeed>) -> Loaded {
+        let mut store = OffsetSyncStore::default();
+        store.start(false);
+        store.mark_read_to_end();
+        Loaded {
+            checkpoints: CheckpointStore::default(),
+            store,
+            syncs: None,
+            groups: None,
+            seeds,
+        }
+    }
+
+    /// Runs `test` on a current-thread runtime inside a `LocalSet`, as `strait run` does.
+    fn local(test: impl std::future::Future<Output = ()>) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, test);
+    }
+
+    async fn poll_until_loaded(rt: &mut OffsetsRuntime) -> Result<(), OffsetsError> {
+        for _ in 0..100 {
+            rt.poll_load().await?;
+            if rt.is_loaded() {
+                return Ok(());
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("the load did not finish");
+    }
+
+    fn seg(u: i64, d: i64, n: u32) -> MappingSegment {
+        MappingSegment {
+            upstream: u,
+            downstream: d,
+            count: n,
+        }
+    }
+
+    #[test]
+    fn segments_while_loading_are_mapped_at_once_and_their_syncs_sent_after_in_order() {
+        local(async {
+            let t0 = Instant::now();
+            let (mut rt, tx) = loading(&flow("", "segments"), t0);
+            let tp = TopicPartition::new("t", 0);
+            rt.on_start("t", 0, 100);
+            rt.on_segments("t", 0, &[seg(100, 0, 10), seg(110, 10, 5)]);
+            rt.on_progress("t", 0, 115);
+            // The progress store writes the mapping while the load runs: it is there already.
+            let m = rt.translator().mapping().partition(&tp).unwrap();
+            assert_eq!(m.run_count(), 1);
+            assert_eq!(m.acked_end(), Some(115));
+            // Nothing is sent before the load (no sync topic yet); the writer keeps the syncs.
+            rt.tick(t0 + Duration::from_secs(120), 0).await;
+            assert!(!rt.is_loaded());
+            tx.send(Ok(loaded(Vec::new()))).ok().unwrap();
+            poll_until_loaded(&mut rt).await.unwrap();
+            let ready = rt.writer.take_ready();
+            assert_eq!(
+                ready
+                    .iter()
+                    .map(|s| (s.upstream_offset, s.downstream_offset))
+                    .collect::<Vec<_>>()
+                    .first(),
+                Some(&(100, 0)),
+                "the first record's sync, kept from before the load"
+            );
+            assert!(
+                ready
+                    .windows(2)
+                    .all(|w| w[0].upstream_offset < w[1].upstream_offset)
+            );
+        });
+    }
+
+    #[test]
+    fn rounds_due_while_loading_wait_for_it_then_run_at_once() {
+        local(async {
+            let t0 = Instant::now();
+            let (mut rt, tx) = loading(&flow("", "rounds"), t0);
+            let late = t0 + Duration::from_secs(90);
+            // Due (checkpoints every second, flush every minute), but the load runs: untouched.
+            rt.tick(late, 0).await;
+            tx.send(Ok(loaded(Vec::new()))).ok().unwrap();
+            poll_until_loaded(&mut rt).await.unwrap();
+            let due = rt.due(late);
+            assert!(due.checkpoints && due.flush && due.refresh_groups);
+            // Then on their intervals again.
+            assert!(!rt.due(late + Duration::from_millis(500)).checkpoints);
+        });
+    }
+
+    #[test]
+    fn exactly_once_syncs_held_while_loading_wait_for_the_commit() {
+        local(async {
+            let t0 = Instant::now();
+            let (mut rt, tx) = loading(&flow("", "eos"), t0);
+            let tp = TopicPartition::new("t", 0);
+            rt.hold_syncs_until_commit(&tp);
+            rt.on_segments("t", 0, &[seg(0, 0, 3)]);
+            assert!(rt.writer.take_ready().is_empty(), "uncommitted: no sync");
+            rt.on_committed(&tp);
+            tx.send(Ok(loaded(Vec::new()))).ok().unwrap();
+            poll_until_loaded(&mut rt).await.unwrap();
+            let ready = rt.writer.take_ready();
+            assert_eq!(ready.first().map(|s| s.upstream_offset), Some(0));
+        });
+    }
+
+    #[test]
+    fn restart_seeds_skip_partitions_whose_mapping_changed_while_loading() {
+        local(async {
+            let t0 = Instant::now();
+            let (mut rt, tx) = loading(&flow("", "seeds"), t0);
+            let seed = |p: i32| RestartSeed {
+                tp: TopicPartition::new("t", p),
+                segment: Segment::new(99, 49, 1),
+                next_offset: 101,
+            };
+            // 0: started only (the seed still comes first); 1: copied meanwhile; 2: sought;
+            // 3: an acknowledged end past the stored progress, no record copied.
+            rt.on_start("t", 0, 101);
+            rt.on_start("t", 1, 101);
+            rt.on_segments("t", 1, &[seg(101, 50, 1)]);
+            rt.on_seek(&TopicPartition::new("t", 2), 7);
+            rt.on_progress("t", 3, 105);
+            tx.send(Ok(loaded((0..4).map(seed).collect())))
+                .ok()
+                .unwrap();
+            poll_until_loaded(&mut rt).await.unwrap();
+            let m = |p: i32| {
+                rt.translator()
+                    .mapping()
+                    .partition(&TopicPartition::new("t", p))
+                    .map(|m| (m.runs().collect::<Vec<_>>(), m.acked_end()))
+            };
+            assert_eq!(m(0), Some((vec![Segment::new(99, 49, 1)], Some(101))));
+            assert_eq!(m(1), Some((vec![Segment::new(101, 50, 1)], None)));
+            assert!(m(2).is_none_or(|(runs, _)| runs.is_empty()));
+            assert_eq!(m(3), Some((vec![Segment::new(99, 49, 1)], Some(105))));
+            let t0p0 = TopicPartition::new("t", 0);
+            let exact = rt.translator().translate(&t0p0, 100).unwrap();
+            assert_eq!((exact.downstream, exact.precision), (50, Precision::Exact));
+        });
+    }
+
+    #[test]
+    fn a_failed_load_is_returned_once_and_nothing_runs_after_it() {
+        local(async {
+            let t0 = Instant::now();
+            let (mut rt, tx) = loading(&flow("", "failed"), t0);
+            tx.send(Err(OffsetsError::NoSuchFlow(
+                "cannot create the topic".into(),
+            )))
+            .ok()
+            .unwrap();
+            let mut failed = None;
+            for _ in 0..100 {
+                if let Err(e) = rt.poll_load().await {
+                    failed = Some(e);
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(
+                failed.map(|e| e.to_string()).as_deref(),
+                Some("cannot create the topic")
+            );
+            assert!(rt.poll_load().await.is_ok());
+            assert!(!rt.is_loaded());
+            // Neither the rounds nor the final ones run (they would reach for the clusters).
+            rt.tick(t0 + Duration::from_secs(120), 0).await;
+            assert!(rt.finish(true, 0).await.is_ok());
+        });
+    }
+
+    #[test]
+    fn a_stop_waits_for_the_load_and_returns_its_error() {
+        local(async {
+            let (mut rt, tx) = loading(&flow("", "stop"), Instant::now());
+            tokio::task::spawn_local(async move {
+                tokio::task::yield_now().await;
+                tx.send(Err(OffsetsError::NoSuchFlow("unreadable".into())))
+                    .ok()
+                    .unwrap();
+            });
+            let e = rt.finish(false, 0).await.unwrap_err();
+            assert_eq!(e.to_string(), "unreadable");
+        });
     }
 }

@@ -119,6 +119,11 @@ pub(super) async fn control_loop(
             _ = tick.tick() => {}
         }
         drain_events(ev_rx, flows, parts, &mut stats, shards, opts).await?;
+        // A flow's offset syncs and checkpoints load in the background while it replicates;
+        // their load's error stops the run, as it did when the run waited for it at start.
+        for f in flows.iter_mut().filter(|f| !f.retired) {
+            f.offsets.poll_load().await?;
+        }
         if let Some(dead) = shards.handles().iter().find(|s| s.thread.is_finished()) {
             return Err(RunError::ShardDied { shard: dead.index });
         }

@@ -320,11 +320,13 @@ async fn stop_flow(cx: &mut Loop<'_>, fid: FlowId, remove: bool) {
         }
         parts.remove(key);
     }
-    if tokio::time::timeout(STEP_TIMEOUT, f.offsets.finish(false, now_ms()))
-        .await
-        .is_err()
-    {
-        tracing::warn!(flow = %f.name(), "the last offset syncs were not published within {STEP_TIMEOUT:?}");
+    match tokio::time::timeout(STEP_TIMEOUT, f.offsets.finish(false, now_ms())).await {
+        Ok(Ok(())) => {}
+        // The flow stops here: its load's error ends nothing more than the flow.
+        Ok(Err(e)) => tracing::warn!(flow = %f.name(), "{e}"),
+        Err(_) => {
+            tracing::warn!(flow = %f.name(), "the last offset syncs were not published within {STEP_TIMEOUT:?}")
+        }
     }
     match tokio::time::timeout(STEP_TIMEOUT, f.flush_progress()).await {
         Ok(Ok(_)) => {}
@@ -434,10 +436,13 @@ async fn start_flow(
     name: &str,
     plan: FlowPlan,
 ) -> Result<(), FlowStartError> {
-    let opened = tokio::time::timeout(
-        STEP_TIMEOUT,
-        super::start::open_flow(plan, &r.instance, Instant::now()),
-    )
+    // The load of its offset syncs and checkpoints is waited for: its error refuses the flow
+    // with the reload, not the whole run later.
+    let opened = tokio::time::timeout(STEP_TIMEOUT, async {
+        let mut f = super::start::open_flow(plan, &r.instance, Instant::now()).await?;
+        f.offsets.wait_loaded().await?;
+        Ok::<_, super::RunError>(f)
+    })
     .await
     .map_err(|_| FlowStartError::Timeout(STEP_TIMEOUT))??;
     // A restarted flow keeps its id (its partitions' keys); an added one takes the next.

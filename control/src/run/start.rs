@@ -23,8 +23,9 @@ use crate::store::liveness::mm2_running;
 use crate::store::progress::ProgressStore;
 
 /// Opens one flow: its admin clients and endpoints, its stored progress, its topic sync, its
-/// first liveness beat and its offsets duty. `instance` names this process in the liveness
-/// records; `started` is when the run started.
+/// first liveness beat and its offsets duty, whose offset syncs and checkpoints go on loading in
+/// the background (`OffsetsRuntime::poll_load` takes them). `instance` names this process in the
+/// liveness records; `started` is when the run started.
 pub(super) async fn open_flow(
     plan: FlowPlan,
     instance: &str,
@@ -85,8 +86,7 @@ pub(super) async fn open_flow(
         progress.entries(),
         restored,
         Instant::now(),
-    )
-    .await?;
+    )?;
     Ok(FlowRuntime {
         plan,
         source,

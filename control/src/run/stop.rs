@@ -206,8 +206,12 @@ async fn final_writes(flows: &mut [FlowRuntime], opts: &RunOptions) -> Result<()
     // The last offset syncs; with --until-caught-up, a final round of checkpoints and group
     // sync over the final mapping. Before the clean stop is recorded: they write too.
     // A flow a reload removed has done its last writes.
+    // A load still running that fails now fails the run, after the progress is written.
+    let mut load_error = None;
     for f in flows.iter_mut().filter(|f| !f.retired) {
-        f.offsets.finish(opts.until_caught_up, now_ms()).await;
+        if let Err(e) = f.offsets.finish(opts.until_caught_up, now_ms()).await {
+            load_error.get_or_insert(e);
+        }
     }
     for f in flows.iter_mut().filter(|f| !f.retired) {
         // Exactly-once: what no commit holds is aborted (copied again at the next start).
@@ -223,7 +227,10 @@ async fn final_writes(flows: &mut [FlowRuntime], opts: &RunOptions) -> Result<()
             tracing::warn!("cannot record the clean stop: {e}");
         }
     }
-    Ok(())
+    match load_error {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 /// The shards' counters summed.
