@@ -47,14 +47,67 @@ pub struct Recreation {
 pub struct DiscoveryPlan {
     /// Source topics without a remote topic: `(source, remote, partition count)`.
     pub create: Vec<(String, String, i32)>,
-    /// Remote topics with fewer partitions than their source: `(remote, new count)`.
-    pub grow: Vec<(String, i32)>,
+    /// Remote topics with fewer partitions than their source.
+    pub grow: Vec<Growth>,
     /// Partitions to start, per source topic (once their remote partition exists).
     pub start: BTreeMap<String, Vec<i32>>,
     /// Known topics whose id changed.
     pub recreated: Vec<Recreation>,
     /// Known partitions the source no longer has: `(topic, partitions)`.
     pub vanished: Vec<(String, Vec<i32>)>,
+}
+
+/// Partitions one CreateTopics or CreatePartitions request makes at most. A KRaft controller
+/// refuses a request that would write more than `max.records.per.user.op` metadata records
+/// (10 000 by default: one per partition, one per topic and per config) with PolicyViolation,
+/// so a topic of 10 000 partitions, or two of 5 000 in one request, would never be created.
+pub const PARTITIONS_PER_REQUEST: i32 = 5_000;
+
+/// The CreateTopics requests that make `topics`: at most `max_topics` topics and
+/// [`PARTITIONS_PER_REQUEST`] partitions each, in order. A topic larger than that is asked for
+/// with [`PARTITIONS_PER_REQUEST`] partitions, to be grown after ([`growth_steps`]).
+pub fn creation_requests(
+    topics: &[crate::cluster::NewTopic],
+    max_topics: usize,
+) -> Vec<Vec<crate::cluster::NewTopic>> {
+    let mut requests: Vec<Vec<crate::cluster::NewTopic>> = Vec::new();
+    let mut partitions = 0;
+    for t in topics {
+        let mut t = t.clone();
+        t.partitions = t.partitions.min(PARTITIONS_PER_REQUEST);
+        let fits = requests.last().is_some_and(|r| {
+            r.len() < max_topics && partitions + t.partitions <= PARTITIONS_PER_REQUEST
+        });
+        if !fits {
+            requests.push(Vec::new());
+            partitions = 0;
+        }
+        partitions += t.partitions;
+        requests.last_mut().expect("pushed above").push(t);
+    }
+    requests
+}
+
+/// The partition counts to ask CreatePartitions for, one request each, to grow a topic from
+/// `from` to `to` partitions by at most [`PARTITIONS_PER_REQUEST`] at a time.
+pub fn growth_steps(from: i32, to: i32) -> Vec<i32> {
+    let mut steps = Vec::new();
+    let mut count = from;
+    while count < to {
+        count = count.saturating_add(PARTITIONS_PER_REQUEST).min(to);
+        steps.push(count);
+    }
+    steps
+}
+
+/// A remote topic to grow to its source's partition count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Growth {
+    pub remote: String,
+    /// The partitions it has.
+    pub from: i32,
+    /// The partitions its source has.
+    pub to: i32,
 }
 
 /// Compares the source's topics (already filtered by the flow) with the remote topics'
@@ -73,7 +126,11 @@ pub fn plan_discovery(
         let count = i32::try_from(t.partitions.len()).unwrap_or(i32::MAX);
         match target_partitions.get(&remote) {
             None => plan.create.push((t.name.clone(), remote, count)),
-            Some(&have) if have < t.partitions.len() => plan.grow.push((remote, count)),
+            Some(&have) if have < t.partitions.len() => plan.grow.push(Growth {
+                remote,
+                from: i32::try_from(have).unwrap_or(i32::MAX),
+                to: count,
+            }),
             Some(_) => {}
         }
         let current: BTreeSet<i32> = t.partitions.iter().copied().collect();
@@ -679,7 +736,14 @@ mod tests {
         .collect();
         let d = plan_discovery(&source, &target, &known, &remote);
         assert_eq!(d.create, vec![("new".to_string(), "A.new".to_string(), 2)]);
-        assert_eq!(d.grow, vec![("A.grown".to_string(), 3)]);
+        assert_eq!(
+            d.grow,
+            vec![Growth {
+                remote: "A.grown".to_string(),
+                from: 1,
+                to: 3
+            }]
+        );
         assert_eq!(
             d.start,
             [
@@ -729,9 +793,9 @@ mod tests {
                     prop_assert!(!target.contains_key(r));
                     target.insert(r.clone(), *c as usize);
                 }
-                for (r, c) in &d.grow {
-                    prop_assert!(target[r] < *c as usize);
-                    target.insert(r.clone(), *c as usize);
+                for g in &d.grow {
+                    prop_assert!(target[&g.remote] == g.from as usize && g.from < g.to);
+                    target.insert(g.remote.clone(), g.to as usize);
                 }
                 for (t, ps) in &d.start {
                     let k = known.entry(t.clone()).or_insert_with(|| KnownTopic {
@@ -749,5 +813,46 @@ mod tests {
             }
             prop_assert_eq!(plan_discovery(&source, &target, &known, &remote), DiscoveryPlan::default());
         }
+    }
+
+    #[test]
+    fn creation_requests_stay_under_the_controllers_limit() {
+        let t = |name: &str, partitions| crate::cluster::NewTopic {
+            name: name.into(),
+            partitions,
+            replication_factor: -1,
+            configs: vec![],
+        };
+        let shape = |rs: Vec<Vec<crate::cluster::NewTopic>>| -> Vec<Vec<(String, i32)>> {
+            rs.into_iter()
+                .map(|r| r.into_iter().map(|t| (t.name, t.partitions)).collect())
+                .collect()
+        };
+        let topics = [
+            t("a", 3_000),
+            t("b", 2_000),
+            t("c", 1),
+            t("d", 12_000),
+            t("e", 1),
+        ];
+        assert_eq!(
+            shape(creation_requests(&topics, 200)),
+            vec![
+                vec![("a".to_string(), 3_000), ("b".into(), 2_000)],
+                vec![("c".into(), 1)],
+                vec![("d".into(), PARTITIONS_PER_REQUEST)],
+                vec![("e".into(), 1)],
+            ]
+        );
+        let many: Vec<_> = (0..5).map(|i| t(&i.to_string(), 1)).collect();
+        assert_eq!(
+            creation_requests(&many, 2).len(),
+            3,
+            "at most max_topics per request"
+        );
+        assert!(creation_requests(&[], 200).is_empty());
+        assert_eq!(growth_steps(5_000, 12_000), vec![10_000, 12_000]);
+        assert_eq!(growth_steps(3, 4), vec![4]);
+        assert!(growth_steps(4, 4).is_empty());
     }
 }

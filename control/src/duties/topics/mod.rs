@@ -35,9 +35,10 @@ use strait_dataplane::shard::{Assignment, ClusterEndpoint, FlowId, MappingSegmen
 pub mod decide;
 
 pub use decide::{
-    DiscoveryPlan, KnownTopic, Recreation, SourceTopic, StartDecision, acls_to_sync,
-    config_sync_ops, creation_configs, decide_start, drop_unknown_configs,
-    is_permanent_creation_error, max_message_bytes, plan_discovery, why_unknown,
+    DiscoveryPlan, Growth, KnownTopic, PARTITIONS_PER_REQUEST, Recreation, SourceTopic,
+    StartDecision, acls_to_sync, config_sync_ops, creation_configs, creation_requests,
+    decide_start, drop_unknown_configs, growth_steps, is_permanent_creation_error,
+    max_message_bytes, plan_discovery, why_unknown,
 };
 
 use crate::cluster::{
@@ -427,23 +428,17 @@ impl TopicSync {
         if !d.create.is_empty() {
             self.create_remote_topics(io, &d.create, out).await?;
         }
-        for (remote, count) in &d.grow {
-            match io
-                .target
-                .create_partitions(remote, *count, CREATE_TIMEOUT_MS)
-                .await
-            {
+        for Growth { remote, from, to } in &d.grow {
+            match self.grow(io, remote, *from, *to).await {
                 Ok(()) => {
                     self.counters.topics.changes += 1;
                     tracing::info!(
                         topic = %remote,
                         cluster = %io.plan.target,
-                        partitions = count,
+                        partitions = to,
                         "grew remote topic"
                     )
                 }
-                // Someone grew it first: that is what we wanted.
-                Err(e) if e.is(kafka_protocol::ResponseError::InvalidPartitions) => {}
                 Err(e) => {
                     self.counters.topics.errors += 1;
                     tracing::warn!(topic = %remote, "cannot add partitions to the remote topic: {e}")
@@ -699,18 +694,26 @@ impl TopicSync {
             .await
             .map_err(io.err("describing source topic configs"))?;
         let new_topics = self.new_topics(io, &create, &source_configs, target_knows.as_ref());
-        for chunk in new_topics.chunks(ADMIN_BATCH_TOPICS) {
+        for request in creation_requests(&new_topics, ADMIN_BATCH_TOPICS) {
             let results = io
                 .target
-                .create_topics(chunk, CREATE_TIMEOUT_MS)
+                .create_topics(&request, CREATE_TIMEOUT_MS)
                 .await
                 .map_err(io.err("creating remote topics"))?;
             for (name, r) in results {
-                let Some(nt) = chunk.iter().find(|t| t.name == name) else {
+                let Some(nt) = new_topics.iter().find(|t| t.name == name) else {
                     continue;
                 };
                 let Some((source, _, _)) = create.iter().find(|(_, r, _)| *r == name) else {
                     continue;
+                };
+                // A topic larger than one request may make was created smaller: grow it now.
+                let asked = nt.partitions.min(PARTITIONS_PER_REQUEST);
+                let r = match r {
+                    Ok(()) if asked < nt.partitions => {
+                        self.grow(io, &nt.name, asked, nt.partitions).await
+                    }
+                    r => r,
                 };
                 match r {
                     Ok(()) => self.created(io, source, nt).await,
@@ -763,6 +766,28 @@ impl TopicSync {
             });
         }
         new_topics
+    }
+
+    /// Grows `remote` from `from` to `to` partitions, [`PARTITIONS_PER_REQUEST`] at a time.
+    /// A step someone else made first (InvalidPartitions: it has that many already) is done.
+    async fn grow(
+        &self,
+        io: &FlowIo<'_>,
+        remote: &str,
+        from: i32,
+        to: i32,
+    ) -> Result<(), ClusterError> {
+        for count in growth_steps(from, to) {
+            match io
+                .target
+                .create_partitions(remote, count, CREATE_TIMEOUT_MS)
+                .await
+            {
+                Err(e) if !e.is(kafka_protocol::ResponseError::InvalidPartitions) => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// The remote topic `nt` of `source` was created: wait until its partitions have leaders.
