@@ -42,6 +42,11 @@ impl Every {
         }
     }
 
+    /// Whether the duty runs at all.
+    pub fn enabled(&self) -> bool {
+        self.next.is_some()
+    }
+
     /// The interval.
     pub fn interval(&self) -> Duration {
         self.interval

@@ -100,6 +100,7 @@ fn start_one_partition_shard(
             fetch: FetchSettings::default(),
             produce: ProduceSettings::default(),
             transactional: None,
+            source_leader: None,
         })))
         .unwrap();
     (shard, ev_rx, key)

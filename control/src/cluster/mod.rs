@@ -38,6 +38,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use strait_dataplane::io::{BrokerConn, ConnSetup};
+use strait_dataplane::shard::core::Leader;
 
 /// The admin client names partitions with the crate's value type.
 pub use crate::model::TopicPartition;
@@ -510,6 +511,23 @@ impl Cluster {
     /// Cached metadata of one topic.
     pub fn topic(&self, name: &str) -> Option<TopicMeta> {
         self.metadata.borrow().topics.get(name).cloned()
+    }
+
+    /// The leader of `tp` (of the topic with id `topic_id`) as the cached metadata names it:
+    /// its address and epoch; `None` when the cache knows no leader for it.
+    pub fn cached_leader(&self, tp: &TopicPartition, topic_id: [u8; 16]) -> Option<Leader> {
+        let md = self.metadata.borrow();
+        let t = md
+            .topics
+            .get(&tp.topic)
+            .filter(|t| t.topic_id == topic_id)?;
+        let p = t
+            .partition(tp.partition)
+            .filter(|p| p.leader >= 0 && p.error_code == 0)?;
+        Some(Leader {
+            addr: md.brokers.get(&p.leader)?.clone(),
+            epoch: p.leader_epoch,
+        })
     }
 
     /// Refreshes metadata (with retries). `None` = all topics; `Some(&[])` = brokers only.

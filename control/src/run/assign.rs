@@ -319,6 +319,7 @@ mod tests {
                 fetch: FetchSettings::default(),
                 produce: ProduceSettings::default(),
                 transactional: None,
+                source_leader: None,
             },
             key,
             topic_id: [1; 16],

@@ -10,7 +10,7 @@ use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand, ShardEvent, Sh
 
 use super::api_link::ApiLink;
 use super::assign::Partitions;
-use super::discovery::{assign, topic_duties};
+use super::discovery::{Pass, assign, topic_duties};
 use super::events::drain_events;
 use super::group::GroupLink;
 use super::outbox::Shards;
@@ -83,7 +83,7 @@ pub(super) async fn first_discovery(
 ) -> Result<(), RunError> {
     let mut changes = Vec::new();
     for (fid, flow) in flows.iter_mut().enumerate() {
-        changes.extend(topic_duties(flow, fid as FlowId, opts, None).await?);
+        changes.extend(topic_duties(flow, fid as FlowId, opts, Pass::Discover).await?);
     }
     assign(changes, flows, shards, parts, opts, group).await
 }
@@ -200,7 +200,7 @@ async fn restart_discovery(
             continue;
         };
         // No deadline: like the first discovery, it may read records for crash recovery.
-        match topic_duties(f, fid, opts, None).await {
+        match topic_duties(f, fid, opts, Pass::Assigned(Instant::now())).await {
             Ok(c) => changes.extend(c),
             Err(e) => tracing::warn!("discovery of newly assigned partitions failed: {e}"),
         }
@@ -280,7 +280,7 @@ async fn run_duties(
         // tick() logs its own errors and retries at the next interval.
         if let Some(Ok(c)) = with_deadline(
             "topic sync",
-            topic_duties(f, fid as FlowId, opts, Some(now)),
+            topic_duties(f, fid as FlowId, opts, Pass::Due(now)),
         )
         .await
         {
@@ -362,7 +362,7 @@ async fn exactly_once_round(
             }
         }
         if std::mem::take(&mut f.eos_restarts) {
-            match topic_duties(f, fid as FlowId, opts, None).await {
+            match topic_duties(f, fid as FlowId, opts, Pass::Discover).await {
                 Ok(c) => changes.extend(c),
                 Err(e) => {
                     tracing::warn!(

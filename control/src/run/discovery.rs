@@ -12,12 +12,25 @@ use super::{FlowRuntime, RunError, RunOptions};
 use crate::cluster::TopicPartition;
 use crate::duties::topics::{FlowIo, TopicChange, TopicError};
 
-/// Runs a flow's topic management: the first discovery (`now = None`), or whatever is due.
+/// Which topic-management pass [`topic_duties`] runs.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Pass {
+    /// A full discovery pass (at start, after a reload, for exactly-once take-overs).
+    Discover,
+    /// The discovery that starts partitions the group just assigned to this member: it may
+    /// reuse what a pass shortly before read of the source
+    /// ([`crate::duties::topics::TopicSync::discover_assigned`]).
+    Assigned(Instant),
+    /// Whatever is due at this instant (the control loop).
+    Due(Instant),
+}
+
+/// Runs a flow's topic management pass `pass`.
 pub(super) async fn topic_duties(
     flow: &mut FlowRuntime,
     fid: FlowId,
     opts: &RunOptions,
-    now: Option<Instant>,
+    pass: Pass,
 ) -> Result<Vec<TopicChange>, TopicError> {
     let FlowRuntime {
         plan,
@@ -39,9 +52,10 @@ pub(super) async fn topic_duties(
         progress,
         reset_lost_positions: opts.reset_lost_positions,
     };
-    match now {
-        None => topics.discover(&io).await,
-        Some(now) => Ok(topics.tick(&io, now).await),
+    match pass {
+        Pass::Discover => topics.discover(&io).await,
+        Pass::Assigned(now) => topics.discover_assigned(&io, now).await,
+        Pass::Due(now) => Ok(topics.tick(&io, now).await),
     }
 }
 

@@ -26,7 +26,7 @@ use strait_dataplane::shard::{FlowId, PartitionKey, ShardCommand, ShardEvent, Sh
 
 use super::api_link::ApiLink;
 use super::assign::Partitions;
-use super::discovery::{assign, topic_duties};
+use super::discovery::{Pass, assign, topic_duties};
 use super::events::apply_event;
 use super::group::{ConfigDigest, GroupLink};
 use super::outbox::Shards;
@@ -391,8 +391,11 @@ async fn update_flow(cx: &mut Loop<'_>, fid: FlowId, plan: FlowPlan) {
 async fn discover(cx: &mut Loop<'_>, fid: FlowId) {
     let f = &mut cx.flows[fid as usize];
     let name = f.name();
-    let changes = match tokio::time::timeout(STEP_TIMEOUT, topic_duties(f, fid, cx.opts, None))
-        .await
+    let changes = match tokio::time::timeout(
+        STEP_TIMEOUT,
+        topic_duties(f, fid, cx.opts, Pass::Discover),
+    )
+    .await
     {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {

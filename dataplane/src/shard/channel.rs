@@ -8,6 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::core::Leader;
 use super::partition::ProducerIdentity;
 use crate::wire::ConnConfig;
 
@@ -295,6 +296,12 @@ pub struct Assignment {
     /// Exactly-once forwarding: the partition's transactional producer, with a transaction
     /// open that already holds the remote partition. `None`: the shard's idempotent producer.
     pub transactional: Option<Transactional>,
+    /// The source partition's leader as control's metadata named it moments before (same
+    /// bootstrap servers, so the same listener's address): the shard fetches from it at once
+    /// instead of looking the leader up first. A leader that moved meanwhile answers with a
+    /// routing error, and an unreachable one fails its connection: either way the shard looks
+    /// the leader up, as after any leader move. `None`: the shard looks it up.
+    pub source_leader: Option<Leader>,
 }
 
 /// The transactional producer of one partition (exactly-once forwarding). Control got it with

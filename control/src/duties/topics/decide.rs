@@ -391,6 +391,27 @@ pub fn decide_start(
     }
 }
 
+/// Whether a partition may start from a log range `(log_start, log_end)` read a moment ago by
+/// an earlier discovery pass instead of reading it again: only when the start it gives does
+/// not depend on how old the range is. That is a stored position of the same topic inside the
+/// range (the log end only grows, so it stays inside; a log start that moved past it meanwhile
+/// is the fetch's out-of-range error, handled as a lost position, as when the log start moves
+/// between any discovery and the first fetch), or no stored position with the start at the
+/// earliest offset (the same). Anything else reads the range again: a stored position past the
+/// old log end (another member copied on since), a recreated topic, a truncated log, and the
+/// start at the latest offset, whose offset is the log end itself.
+pub fn earlier_range_serves(
+    stored: Option<progress::Entry>,
+    topic_id: [u8; 16],
+    (log_start, log_end): (i64, i64),
+    start_at_earliest: bool,
+) -> bool {
+    match stored {
+        None => start_at_earliest,
+        Some(e) => e.topic_id == topic_id && e.next_offset >= log_start && e.next_offset <= log_end,
+    }
+}
+
 /// The `max.message.bytes` of a remote topic from its configs (the broker default when it is
 /// not reported or not a number).
 pub fn max_message_bytes(entries: Option<&Vec<ConfigEntry>>) -> usize {
@@ -638,6 +659,31 @@ mod tests {
 
     fn id(n: u8) -> [u8; 16] {
         [n; 16]
+    }
+
+    #[test]
+    fn an_earlier_range_serves_only_a_start_it_cannot_make_stale() {
+        let e = |next, topic| progress::Entry {
+            next_offset: next,
+            topic_id: id(topic),
+            target_offset: -1,
+            leader_epoch: -1,
+        };
+        // A stored position inside the range, boundaries included: the start is the position.
+        for next in [5, 7, 9] {
+            assert!(earlier_range_serves(Some(e(next, 1)), id(1), (5, 9), true));
+            assert!(earlier_range_serves(Some(e(next, 1)), id(1), (5, 9), false));
+        }
+        // Past the old log end: another member copied on since; it must be read again (with
+        // the old end it would look like lost records and stop or reset the partition).
+        assert!(!earlier_range_serves(Some(e(10, 1)), id(1), (5, 9), true));
+        // Below the log start, or of another topic: the lost-position decision needs the
+        // current range.
+        assert!(!earlier_range_serves(Some(e(4, 1)), id(1), (5, 9), true));
+        assert!(!earlier_range_serves(Some(e(7, 2)), id(1), (5, 9), true));
+        // No stored position: the earliest offset serves; the latest is the log end itself.
+        assert!(earlier_range_serves(None, id(1), (5, 9), true));
+        assert!(!earlier_range_serves(None, id(1), (5, 9), false));
     }
 
     #[test]

@@ -28,7 +28,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use strait_dataplane::shard::{Assignment, ClusterEndpoint, FlowId, MappingSegment, PartitionKey};
 
@@ -37,8 +37,8 @@ pub mod decide;
 pub use decide::{
     DiscoveryPlan, Growth, KnownTopic, PARTITIONS_PER_REQUEST, Recreation, SourceTopic,
     StartDecision, acls_to_sync, config_sync_ops, creation_configs, creation_requests,
-    decide_start, drop_unknown_configs, growth_steps, is_permanent_creation_error,
-    max_message_bytes, plan_discovery, why_unknown,
+    decide_start, drop_unknown_configs, earlier_range_serves, growth_steps,
+    is_permanent_creation_error, max_message_bytes, plan_discovery, why_unknown,
 };
 
 use crate::cluster::{
@@ -59,6 +59,9 @@ const CREATE_TIMEOUT_MS: i32 = 30_000;
 /// The most source records crash recovery reads per partition at start; past it, strait
 /// resumes at the stored position and copies the difference again.
 const RECOVERY_MAX_RECORDS: i64 = 1_000_000;
+/// The oldest source view ([`SourceSeen`]) the start of newly assigned partitions reuses (and
+/// never older than one refresh interval): past it, that start reads the source again.
+pub const SOURCE_REUSE_MAX: Duration = Duration::from_secs(10);
 
 /// Errors of topic management. Each names the flow and what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -188,6 +191,19 @@ pub struct TopicSync {
     /// Partitions to start with crash recovery at the next discovery (handed over by another
     /// member of the group).
     recover: BTreeSet<TopicPartition>,
+    /// What the last full discovery pass read of the source, for the start of partitions the
+    /// group assigns soon after ([`TopicSync::discover_assigned`]).
+    seen: Option<SourceSeen>,
+}
+
+/// What a discovery pass read of the source: the flow's topics, and the log ranges of the
+/// partitions it was to start.
+#[derive(Debug, Clone)]
+struct SourceSeen {
+    /// When the pass began to read the source (its view is at least this old).
+    at: Instant,
+    topics: Vec<SourceTopic>,
+    ranges: BTreeMap<TopicPartition, (i64, i64)>,
 }
 
 impl TopicSync {
@@ -226,6 +242,7 @@ impl TopicSync {
             counters: TopicCounters::default(),
             manages_target: true,
             recover: BTreeSet::new(),
+            seen: None,
         }
     }
 
@@ -257,6 +274,8 @@ impl TopicSync {
     /// start.
     pub fn reconfigure(&mut self, plan: &FlowPlan, now: Instant) {
         let fresh = TopicSync::new(plan, now);
+        // The source view was filtered by the old plan.
+        self.seen = None;
         self.refresh = fresh.refresh;
         self.configs = fresh.configs;
         self.target_configs = fresh.target_configs;
@@ -338,10 +357,54 @@ impl TopicSync {
     /// One discovery pass: creates missing remote topics and partitions, and returns the
     /// partitions to start and the changes of known topics.
     pub async fn discover(&mut self, io: &FlowIo<'_>) -> Result<Vec<TopicChange>, TopicError> {
+        self.pass(io, None).await
+    }
+
+    /// Group hook: the discovery pass that starts the partitions just assigned to this member
+    /// (after [`TopicSync::restart_partition`]). When the last full pass read the source less
+    /// than a refresh interval (and [`SOURCE_REUSE_MAX`]) before `now`, this pass takes the
+    /// source topics from it instead of asking the source again, as a run outside a group
+    /// starts its partitions from its first pass: a topic changed on the source meanwhile is
+    /// seen by the next refresh, which falls due within that interval anyway. The log ranges
+    /// it read serve only where the start they give cannot be stale
+    /// ([`earlier_range_serves`], against the stored progress just read again); the others
+    /// are read again. Everything on the target (counts, configs, crash recovery) is read as
+    /// in every pass. Otherwise, or with topic refresh off, a full pass.
+    pub async fn discover_assigned(
+        &mut self,
+        io: &FlowIo<'_>,
+        now: Instant,
+    ) -> Result<Vec<TopicChange>, TopicError> {
+        let seen = self.reusable_source(now);
+        self.pass(io, seen).await
+    }
+
+    /// The source view a start at `now` may reuse ([`TopicSync::discover_assigned`]).
+    fn reusable_source(&self, now: Instant) -> Option<SourceSeen> {
+        let max_age = self.refresh.interval().min(SOURCE_REUSE_MAX);
+        self.seen
+            .as_ref()
+            .filter(|s| self.refresh.enabled() && now.saturating_duration_since(s.at) < max_age)
+            .cloned()
+    }
+
+    /// One discovery pass; `seen`: the source view to reuse instead of reading the source's
+    /// topics (and, where they serve, its log ranges) again. Only a pass that read the source
+    /// leaves its view for the next ones.
+    async fn pass(
+        &mut self,
+        io: &FlowIo<'_>,
+        seen: Option<SourceSeen>,
+    ) -> Result<Vec<TopicChange>, TopicError> {
         self.counters.topics.rounds += 1;
-        tracing::debug!(flow = %io.flow(), round = self.counters.topics.rounds, "topic discovery round");
+        tracing::debug!(flow = %io.flow(), round = self.counters.topics.rounds, reused_source_view = seen.is_some(), "topic discovery round");
         let plan = io.plan;
-        let topics = source_topics(io).await?;
+        #[allow(clippy::disallowed_methods)] // IO code: when this pass's source view was read
+        let began = Instant::now();
+        let topics = match &seen {
+            Some(s) => s.topics.clone(),
+            None => source_topics(io).await?,
+        };
         let remotes: Vec<String> = topics.iter().map(|t| (plan.remote_name)(&t.name)).collect();
         let mut target_counts = self.target_partition_counts(io, &remotes).await?;
         let d = plan_discovery(&topics, &target_counts, &self.known, &*plan.remote_name);
@@ -365,7 +428,9 @@ impl TopicSync {
                 .iter()
                 .map(|(t, p)| TopicPartition::new(&t.name, *p)),
         );
-        let offsets = SourceOffsets::read(io, &need_offsets).await;
+        let offsets = self
+            .source_offsets(io, &need_offsets, &topics, seen.as_ref(), began)
+            .await;
         self.recreated(io, &d.recreated, &offsets, &mut out);
 
         // The remote topics' max.message.bytes, for topics that start now.
@@ -412,6 +477,29 @@ impl TopicSync {
         }
         self.vanished(io, &d.vanished, &mut out);
         Ok(out)
+    }
+
+    /// The log ranges of `partitions`: from the source view `seen` where they serve, else
+    /// read. A pass that read the source (`seen` is `None`; it began at `began`) leaves its
+    /// view for [`TopicSync::discover_assigned`].
+    async fn source_offsets(
+        &mut self,
+        io: &FlowIo<'_>,
+        partitions: &[TopicPartition],
+        topics: &[SourceTopic],
+        seen: Option<&SourceSeen>,
+        began: Instant,
+    ) -> SourceOffsets {
+        if let Some(s) = seen {
+            return SourceOffsets::reuse_or_read(io, partitions, topics, s).await;
+        }
+        let offsets = SourceOffsets::read(io, partitions).await;
+        self.seen = Some(SourceSeen {
+            at: began,
+            topics: topics.to_vec(),
+            ranges: offsets.ranges(),
+        });
+        offsets
     }
 
     /// Creates the remote topics and partitions discovery planned. Returns whether the target
@@ -599,6 +687,7 @@ impl TopicSync {
                 fetch: plan.fetch,
                 produce: plan.produce,
                 transactional: None,
+                source_leader: io.source.cached_leader(&tp, t.topic_id),
             },
             key,
             topic_id: t.topic_id,
@@ -861,6 +950,7 @@ impl TopicSync {
                     fetch: plan.fetch,
                     produce: plan.produce,
                     transactional: None,
+                    source_leader: None,
                 },
                 key,
                 topic_id: [0; 16],
@@ -1076,6 +1166,52 @@ impl SourceOffsets {
         SourceOffsets { earliest, latest }
     }
 
+    /// The ranges of `partitions` from the earlier view `seen` where they serve
+    /// ([`earlier_range_serves`]); the others read from the source.
+    async fn reuse_or_read(
+        io: &FlowIo<'_>,
+        partitions: &[TopicPartition],
+        topics: &[SourceTopic],
+        seen: &SourceSeen,
+    ) -> SourceOffsets {
+        let ids: BTreeMap<&str, [u8; 16]> = topics
+            .iter()
+            .map(|t| (t.name.as_str(), t.topic_id))
+            .collect();
+        let (reused, to_read): (Vec<_>, Vec<_>) =
+            partitions.iter().cloned().partition(|tp| {
+                match (seen.ranges.get(tp), ids.get(tp.topic.as_str())) {
+                    (Some(range), Some(id)) => earlier_range_serves(
+                        io.progress.get(tp),
+                        *id,
+                        *range,
+                        io.plan.start_at_earliest,
+                    ),
+                    _ => false,
+                }
+            });
+        tracing::debug!(flow = %io.flow(), reused = reused.len(), read = to_read.len(), "log ranges of newly assigned partitions");
+        let mut offsets = SourceOffsets::read(io, &to_read).await;
+        for tp in reused {
+            let (lo, hi) = seen.ranges[&tp];
+            offsets.earliest.insert(tp.clone(), Ok(lo));
+            offsets.latest.insert(tp, Ok(hi));
+        }
+        offsets
+    }
+
+    /// The ranges read successfully.
+    fn ranges(&self) -> BTreeMap<TopicPartition, (i64, i64)> {
+        self.earliest
+            .iter()
+            .filter_map(|(tp, lo)| {
+                let lo = *lo.as_ref().ok()?;
+                let hi = *self.latest.get(tp)?.as_ref().ok()?;
+                Some((tp.clone(), (lo, hi)))
+            })
+            .collect()
+    }
+
     /// `(log start, log end)` of `tp`, or why it is not known.
     fn range(&self, io: &FlowIo<'_>, tp: &TopicPartition) -> Result<(i64, i64), TopicError> {
         let lo = self.earliest.get(tp).map(|r| r.as_ref().map(|v| *v));
@@ -1221,5 +1357,69 @@ mod tests {
         // Reading the remote configs every 10 s does not postpone the sync due at 30 s.
         assert_eq!(sync.due(t0 + Duration::from_secs(30)).configs, Some(true));
         assert_eq!(sync.due(t0 + Duration::from_secs(40)).configs, Some(false));
+    }
+
+    fn seen_at(at: Instant) -> SourceSeen {
+        SourceSeen {
+            at,
+            topics: vec![SourceTopic {
+                name: "t".into(),
+                topic_id: [1; 16],
+                partitions: vec![0],
+            }],
+            ranges: BTreeMap::from([(TopicPartition::new("t", 0), (0, 5))]),
+        }
+    }
+
+    #[test]
+    fn an_assignment_reuses_the_source_view_only_within_a_refresh_interval() {
+        #[allow(clippy::disallowed_methods)] // a test needs some instant to start from
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut sync = TopicSync::new(
+            &plan(
+                "refresh.topics.interval.seconds = 4
+",
+            ),
+            t0,
+        );
+        // No pass read the source yet.
+        assert!(sync.reusable_source(t0).is_none());
+        sync.seen = Some(seen_at(t0));
+        assert!(sync.reusable_source(t0 + s(3)).is_some());
+        // One refresh interval on, the regular pass is due: the view is too old.
+        assert!(sync.reusable_source(t0 + s(4)).is_none());
+        // A reload's new filter makes the view meaningless.
+        sync.reconfigure(
+            &plan(
+                "refresh.topics.interval.seconds = 4
+",
+            ),
+            t0,
+        );
+        assert!(sync.reusable_source(t0).is_none());
+
+        // Never older than SOURCE_REUSE_MAX, whatever the interval (MM2's default: 600 s).
+        let mut sync = TopicSync::new(
+            &plan(
+                "refresh.topics.interval.seconds = 600
+",
+            ),
+            t0,
+        );
+        sync.seen = Some(seen_at(t0));
+        assert!(sync.reusable_source(t0 + SOURCE_REUSE_MAX - s(1)).is_some());
+        assert!(sync.reusable_source(t0 + SOURCE_REUSE_MAX).is_none());
+
+        // Without topic refresh nothing would ever look again: no reuse.
+        let mut sync = TopicSync::new(
+            &plan(
+                "refresh.topics.enabled = false
+",
+            ),
+            t0,
+        );
+        sync.seen = Some(seen_at(t0));
+        assert!(sync.reusable_source(t0).is_none());
     }
 }

@@ -394,6 +394,13 @@ impl ShardCore {
         );
         p.set_last_fetched_epoch(a.start_leader_epoch);
         p.set_target_next_offset(a.start_target_offset);
+        // The leader control just saw: no lookup before the first fetch (a stale one answers
+        // with a routing error or fails its connection, and the shard then looks it up).
+        let source_leader = a.source_leader.as_ref().map(|l| {
+            p.needs_source_leader = false;
+            p.set_source_leader_epoch(l.epoch);
+            self.routing.broker_id(&l.addr, source)
+        });
         if let Some(w) = self.wall {
             p.set_wall_clock(w);
         }
@@ -419,7 +426,7 @@ impl ShardCore {
                 p,
                 source,
                 target,
-                source_leader: None,
+                source_leader,
                 target_leader: None,
                 revoking: false,
                 unreported_failure: false,

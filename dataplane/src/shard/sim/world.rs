@@ -417,6 +417,19 @@ impl World {
                     epoch: self.txn_epoch,
                 },
             }),
+            // Control's leader: none for every third partition (the shard looks it up), the
+            // one the source names now, or the other broker (stale by the time it arrives).
+            source_leader: match p % 3 {
+                0 => None,
+                n => {
+                    let now = self.src_leader[p];
+                    let b = if n == 1 { now } else { 1 - now };
+                    Some(Leader {
+                        addr: self.brokers[b].addr.clone(),
+                        epoch: -1,
+                    })
+                }
+            },
         };
         if p == TXN_PARTITION {
             self.txn_epoch += 1;
