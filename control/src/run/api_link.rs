@@ -100,6 +100,12 @@ impl ApiLink {
         }
     }
 
+    /// Whether [`ApiLink::publish_if_due`] would publish now.
+    pub(super) fn publish_due(&self, now: Instant) -> bool {
+        self.last_publish
+            .is_none_or(|t| now.duration_since(t) >= PUBLISH_INTERVAL)
+    }
+
     /// Publishes a new snapshot when the last one is [`PUBLISH_INTERVAL`] old.
     pub(super) fn publish_if_due(
         &mut self,
@@ -109,10 +115,7 @@ impl ApiLink {
         opts: &RunOptions,
     ) {
         let now = Instant::now();
-        if self
-            .last_publish
-            .is_some_and(|t| now.duration_since(t) < PUBLISH_INTERVAL)
-        {
+        if !self.publish_due(now) {
             return;
         }
         self.last_publish = Some(now);

@@ -36,13 +36,18 @@ pub(super) struct Unheld {
 }
 
 impl Unheld {
+    /// Notes that the member is in its group.
+    pub(super) fn note_in_group(&mut self) {
+        if self.why.take().is_some() {
+            self.ends.clear();
+            self.last_read = None;
+        }
+    }
+
     /// Notes whether the member is out of its group (`lost`), and why, from its status.
     pub(super) fn note_group(&mut self, lost: bool, group: &GroupStatus) {
         if !lost {
-            if self.why.take().is_some() {
-                self.ends.clear();
-                self.last_read = None;
-            }
+            self.note_in_group();
             return;
         }
         self.why = Some(format!(
