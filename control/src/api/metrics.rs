@@ -261,7 +261,7 @@ const SHARD_COUNTERS: [ShardCounter; 16] = [
     ),
     (
         "strait_merged_batches",
-        "Small source batches merged into larger ones behind a full produce window (batch.size).",
+        "Source batches under a sixteenth of batch.size merged into larger ones behind a full produce window.",
         |x| x.merged_batches,
     ),
     (

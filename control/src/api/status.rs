@@ -173,8 +173,8 @@ pub struct ShardStatus {
     /// `log_append_time`, `too_large`).
     pub slow_batches_by_reason: BTreeMap<String, u64>,
     pub slow_bytes: u64,
-    /// Small source batches merged behind a full produce window (`batch.size`), and the
-    /// batches they became.
+    /// Source batches under a sixteenth of `batch.size` merged behind a full produce window,
+    /// and the batches they became.
     pub merged_batches: u64,
     pub merges: u64,
     pub dropped_control: u64,

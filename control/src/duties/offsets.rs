@@ -1754,13 +1754,9 @@ mod tests {
             "clusters = A, B\nA.bootstrap.servers = a.invalid:9092\nB.bootstrap.servers = b.invalid:9092\n\
              A->B.enabled = true\nemit.checkpoints.interval.seconds = 1\n{extra}"
         );
-        let path = std::env::temp_dir().join(format!(
-            "strait-offsets-load-{tag}-{}.properties",
-            std::process::id()
-        ));
-        std::fs::write(&path, text).unwrap();
-        let cfg = crate::config::load(&path).unwrap();
-        let _ = std::fs::remove_file(&path);
+        let path = format!("/cfg/{tag}.properties");
+        let env = crate::config::StaticEnv::new().file(&path, &text);
+        let cfg = crate::config::load_with(std::path::Path::new(&path), &env).unwrap();
         cfg.flow("A", "B").unwrap().clone()
     }
 
