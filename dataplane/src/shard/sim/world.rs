@@ -192,6 +192,9 @@ struct PartView {
     changed_at_ms: u64,
     paused_until: Option<Instant>,
     revoking: bool,
+    /// The last report of the partition named a stall (a report carries only partitions whose
+    /// progress changed: the view holds what control would know).
+    stalled: bool,
 }
 
 /// The result of one seed.
@@ -1435,6 +1438,11 @@ impl World {
                     for pr in &progress {
                         self.check_progress(pr);
                     }
+                    // Judged on every partition, reported or not: one left out stands where
+                    // its last report put it.
+                    for p in 0..PARTITIONS {
+                        self.check_moving(p);
+                    }
                 }
                 ShardEvent::PartitionFailed { key, error, .. } => {
                     self.fail(format!("{key} failed: {error}"));
@@ -1468,6 +1476,7 @@ impl World {
                         changed_at_ms: ms,
                         paused_until: None,
                         revoking: false,
+                        stalled: false,
                     };
                     self.out.reassignments += 1;
                     self.log(|| format!("revoked p{p} at {next_offset}; assigned again"));
@@ -1546,25 +1555,31 @@ impl World {
             self.log(|| line);
         }
         let ms = self.ms();
+        self.views[p].stalled = pr.stall.is_some();
         // Progress is either side moving: records acknowledged, or records fetched.
         if pr.next_offset != view.next || pr.fetch_offset != view.fetched {
             self.views[p].next = pr.next_offset;
             self.views[p].fetched = pr.fetch_offset;
             self.views[p].changed_at_ms = ms;
-            return;
         }
-        let idle = ms - view.changed_at_ms;
-        if pr.next_offset < self.source_end(p)
+    }
+
+    /// Control's view of partition `p` after a report: moving, caught up, paused, revoking, or
+    /// stalled with a reason; never behind and silent for [`STUCK_MS`].
+    fn check_moving(&mut self, p: usize) {
+        let view = self.views[p];
+        let idle = self.ms() - view.changed_at_ms;
+        if view.next < self.source_end(p)
             && view.paused_until.is_none()
             && !view.revoking
             && idle > STUCK_MS
-            && pr.stall.is_none()
+            && !view.stalled
         {
             self.fail(format!(
-                "p{p}: no progress for {idle} ms at {} of {} and no stall reason ({pr:?}; {})",
-                pr.next_offset,
+                "p{p}: no progress for {idle} ms at {} of {} and no stall reason ({})",
+                view.next,
                 self.source_end(p),
-                self.core.describe(&pr.key)
+                self.core.describe(&Self::key(p))
             ));
         }
     }
