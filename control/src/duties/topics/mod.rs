@@ -201,6 +201,9 @@ pub struct TopicSync {
     unstarted: usize,
 }
 
+/// A partition a discovery pass starts: its source topic, number and log range.
+type Ready<'t> = (&'t SourceTopic, i32, (i64, i64));
+
 /// What a discovery pass read of the source: the flow's topics, and the log ranges of the
 /// partitions it was to start.
 #[derive(Debug, Clone)]
@@ -555,7 +558,7 @@ impl TopicSync {
         to_start: Vec<(&'t SourceTopic, i32)>,
         waiting: Vec<TopicPartition>,
         offsets: &SourceOffsets,
-    ) -> Result<Vec<(&'t SourceTopic, i32, (i64, i64))>, TopicError> {
+    ) -> Result<Vec<Ready<'t>>, TopicError> {
         if !waiting.is_empty() {
             tracing::info!(flow = %io.flow(), partitions = waiting.len(), first = %waiting[0], "remote partitions not shown by the target yet; starting them at the next discovery");
         }
