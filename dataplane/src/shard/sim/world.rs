@@ -16,7 +16,7 @@ use crate::batch::{BatchBuilder, Compression, RawBatch, Record, decode_records};
 use crate::io::IoBackend;
 use crate::shard::backoff::Jitter;
 use crate::shard::channel::{
-    Acks, Assignment, ClusterEndpoint, FetchSettings, IsolationLevel, PartitionKey,
+    Acks, Assignment, ClusterEndpoint, FetchSettings, IsolationLevel, MappingSegment, PartitionKey,
     PartitionProgress, ProduceSettings, ShardCommand, ShardConfig, ShardEvent, Transactional,
 };
 use crate::shard::core::{
@@ -1432,17 +1432,7 @@ impl World {
                         });
                         return;
                     }
-                    for (k, segs) in &mappings {
-                        self.check_mappings(k.partition as usize, segs);
-                    }
-                    for pr in &progress {
-                        self.check_progress(pr);
-                    }
-                    // Judged on every partition, reported or not: one left out stands where
-                    // its last report put it.
-                    for p in 0..PARTITIONS {
-                        self.check_moving(p);
-                    }
+                    self.check_report(&progress, &mappings);
                 }
                 ShardEvent::PartitionFailed { key, error, .. } => {
                     self.fail(format!("{key} failed: {error}"));
@@ -1561,6 +1551,24 @@ impl World {
             self.views[p].next = pr.next_offset;
             self.views[p].fetched = pr.fetch_offset;
             self.views[p].changed_at_ms = ms;
+        }
+    }
+
+    /// A report control took: its segments and progress, then every partition, reported or
+    /// not (one left out stands where its last report put it).
+    fn check_report(
+        &mut self,
+        progress: &[PartitionProgress],
+        mappings: &[(PartitionKey, Vec<MappingSegment>)],
+    ) {
+        for (k, segs) in mappings {
+            self.check_mappings(k.partition as usize, segs);
+        }
+        for pr in progress {
+            self.check_progress(pr);
+        }
+        for p in 0..PARTITIONS {
+            self.check_moving(p);
         }
     }
 
