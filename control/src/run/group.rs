@@ -102,18 +102,21 @@ struct Shared {
 }
 
 impl Shared {
+    /// Whether this member leads the group's current generation.
+    fn is_leader(&self) -> bool {
+        !self.status.member_id.is_empty() && self.status.member_id == self.status.leader
+    }
+
     /// The agent's half of [`GroupLink::settled`]: the control loop saw the latest assignment
     /// (`seen_assigned`), no rebalance is asked for or under way, and a leader's last
     /// assignment covered every unit known now (a partition found after it is assigned by the
     /// next one, to this member or another).
     fn settled(&self, seen_assigned: u64) -> bool {
-        let leader =
-            !self.status.member_id.is_empty() && self.status.member_id == self.status.leader;
         seen_assigned > 0
             && seen_assigned == self.assigned_seq
             && self.stable
             && self.rejoin.is_none()
-            && (!leader || self.led_seq == Some(self.universe_seq))
+            && (!self.is_leader() || self.led_seq == Some(self.universe_seq))
     }
 }
 
@@ -354,7 +357,7 @@ impl GroupLink {
         units.extend(self.starting.iter().map(|k| unit_of(flows, k)));
         let mut s = self.shared.borrow_mut();
         if s.universe != units {
-            let leader = !s.status.member_id.is_empty() && s.status.member_id == s.status.leader;
+            let leader = s.is_leader();
             s.universe = units;
             s.universe_seq += 1;
             if leader && s.assigned_seq > 0 {

@@ -474,7 +474,8 @@ impl TopicSync {
         };
 
         let first_pass = !self.discovered;
-        let ready = self.with_ranges(io, to_start, waiting, &offsets)?;
+        let ready = self.with_ranges(io, to_start, waiting, &offsets, first_pass)?;
+        self.discovered = true;
         let target_ends = remote_log_ends(io, &ready).await;
         for (t, p, range) in ready {
             let target_end = target_ends
@@ -558,11 +559,11 @@ impl TopicSync {
         to_start: Vec<(&'t SourceTopic, i32)>,
         waiting: Vec<TopicPartition>,
         offsets: &SourceOffsets,
+        first_pass: bool,
     ) -> Result<Vec<Ready<'t>>, TopicError> {
         if !waiting.is_empty() {
             tracing::info!(flow = %io.flow(), partitions = waiting.len(), first = %waiting[0], "remote partitions not shown by the target yet; starting them at the next discovery");
         }
-        let first_pass = !self.discovered;
         let mut left = waiting;
         let mut ready = Vec::with_capacity(to_start.len());
         for (t, p) in to_start {
@@ -576,7 +577,6 @@ impl TopicSync {
                 Err(e) => return Err(e),
             }
         }
-        self.discovered = true;
         self.unstarted = left.len();
         if first_pass {
             self.recover.extend(left);
