@@ -65,7 +65,10 @@ finish() {
   trap - EXIT INT TERM
   # The old clusters of control/tests/legacy.rs that this run started.
   ((${#old_kafka_started[@]} == 0)) || "$STRAIT_SCRIPTS_DIR/oldkafka" down "${old_kafka_started[@]}" || true
+  step_done
   stop_testbed
+  printf '\ntest.sh: time per step:\n' >&2
+  printf '  %s\n' "${step_times[@]}" >&2
   if ((rc == 0)); then
     printf '\ntest.sh: PASSED: fmt, clippy and all tests in %s s (%s)\n' "$((SECONDS - t0))" "$testbed_note"
   else
@@ -77,7 +80,16 @@ trap finish EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# Seconds each step took, for the summary at the end (CI has a time budget: which step grew).
+step_times=()
+step_t0=$SECONDS
+step_done() {
+  [[ "$step_name" == start ]] || step_times+=("$(printf '%5s s  %s' "$((SECONDS - step_t0))" "$step_name")")
+  step_t0=$SECONDS
+}
+
 step() {
+  step_done
   step_name="$1"
   printf '\n==> %s\n' "$1" >&2
 }

@@ -53,6 +53,12 @@ impl Every {
     }
 }
 
+/// The wait before the next attempt of something that failed `failed` times in a row (or, for
+/// work left over, was left that many times): 1 s, doubling, at most 30 s.
+pub fn retry_delay(failed: u32) -> Duration {
+    Duration::from_secs(1u64 << failed.saturating_sub(1).min(5)).min(Duration::from_secs(30))
+}
+
 /// The wall clock now, in ms since the epoch (0 if the clock is before it): read only by IO
 /// code (the control loop, the API, one-shot commands), which hands it to sans-IO code.
 #[allow(clippy::disallowed_methods)] // for IO code only; the timers above take the time
@@ -65,6 +71,13 @@ pub fn wall_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_delays_double_up_to_thirty_seconds() {
+        let s: Vec<u64> = (0..8).map(|n| retry_delay(n).as_secs()).collect();
+        assert_eq!(s, [1, 1, 2, 4, 8, 16, 30, 30]);
+        assert_eq!(retry_delay(u32::MAX), Duration::from_secs(30));
+    }
 
     #[test]
     fn schedule() {

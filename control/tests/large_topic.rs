@@ -9,7 +9,7 @@
 //! test binaries one after another).
 #![forbid(unsafe_code)]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use strait_control::duties::topics::PARTITIONS_PER_REQUEST;
 use strait_tests::log::{create_topic, offsets, try_offsets};
@@ -61,14 +61,29 @@ fn produce(topic: &str, records: i32) {
     );
 }
 
+/// Waits until every partition of `topic` answers ListOffsets: the broker makes the 5 001 logs
+/// after the topic's creation returned (40 s on an idle bed), and a producer that starts
+/// before then backs off partition by partition (the produce then took 140 s, not 4).
+fn wait_every_partition_answers(addr: &str, topic: &str) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while try_offsets(addr, topic).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "{topic} on {addr}: some partitions still answer no offsets after 300 s"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 #[test]
 fn until_caught_up_waits_for_the_partition_of_the_growth_step() {
     let tb = Testbed::get();
     let topic = unique("large");
     // The target broker shows the last partition only once it created the 5 000 logs before it
-    // (a minute on a loaded bed), about when strait copied those. The next discovery pass, two
-    // minutes on, starts it: a run that exits 0 before then left it uncopied and fails below.
-    // A long group session, so that no lapse (a rebalance runs a discovery pass) comes between.
+    // (a minute on a loaded bed), about when strait copied those. A pass that leaves it
+    // unstarted brings the next pass forward (seconds, not the 120 s interval), which starts
+    // it: a run that exits 0 before then left it uncopied and fails below. A long group
+    // session, so that no lapse (a rebalance runs a discovery pass) comes between.
     let (cfg, _flow, remote) = own_flow_config(
         &topic,
         "refresh.topics.interval.seconds = 120\nstrait.group.session.timeout.ms = 60000\n",
@@ -78,6 +93,7 @@ fn until_caught_up_waits_for_the_partition_of_the_growth_step() {
         (tb.target(), remote.clone()),
     ]);
     create_topic(tb.source(), &topic, PARTITIONS, &[]);
+    wait_every_partition_answers(tb.source(), &topic);
     produce(&topic, 4 * PARTITIONS);
     let source = offsets(tb.source(), &topic);
     let last = source.len() - 1;

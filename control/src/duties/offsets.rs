@@ -85,6 +85,7 @@ use crate::store::checkpoints::load_checkpoints;
 use crate::store::offset_syncs::load_syncs;
 use crate::store::topics::ensure_internal_topic;
 use crate::store::{progress, records};
+use crate::time::retry_delay;
 
 /// Default bound on the consumer groups one flow checkpoints. Each costs one OffsetFetch per
 /// checkpoint round and per group refresh.
@@ -462,12 +463,6 @@ enum Load {
     Failed,
 }
 
-/// The wait before the next attempt of a load that failed `failed` times: 1 s, doubling, at
-/// most 30 s.
-fn load_retry_delay(failed: u32) -> Duration {
-    Duration::from_secs(1u64 << failed.saturating_sub(1).min(5)).min(Duration::from_secs(30))
-}
-
 /// The offsets duties of one flow in `strait run`. See the [module docs](self).
 pub struct OffsetsRuntime {
     load: Load,
@@ -728,7 +723,7 @@ impl OffsetsRuntime {
                 // Replication goes on; no offset sync is sent and no round runs until a load
                 // succeeds. An error that cannot pass (internal topics that cannot exist, no
                 // authorisation) still stops the run.
-                let wait = load_retry_delay(failed + 1);
+                let wait = retry_delay(failed + 1);
                 tracing::warn!(flow = %self.name, error = %e, retry_in_ms = wait.as_millis() as u64, "loading the offset syncs and checkpoints failed; trying again");
                 self.load = Load::Retrying {
                     at: Instant::now() + wait,
@@ -2087,7 +2082,7 @@ mod tests {
             assert!(matches!(rt.load, Load::Retrying { failed: 1, .. }));
             // A segment while waiting: the second attempt's seeds must not go before it.
             rt.on_segments("t", 0, &[seg(0, 0, 1)]);
-            tokio::time::sleep(load_retry_delay(1) + Duration::from_millis(50)).await;
+            tokio::time::sleep(retry_delay(1) + Duration::from_millis(50)).await;
             rt.poll_load().await.unwrap();
             assert!(
                 matches!(&rt.load, Load::Running { failed: 1, changed, .. } if changed.len() == 1),
@@ -2096,11 +2091,5 @@ mod tests {
             tx2.send(Ok(loaded(Vec::new()))).ok().unwrap();
             poll_until_loaded(&mut rt).await.unwrap();
         });
-    }
-
-    #[test]
-    fn the_wait_between_load_attempts_doubles_up_to_thirty_seconds() {
-        let secs: Vec<u64> = (1..=8).map(|n| load_retry_delay(n).as_secs()).collect();
-        assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30, 30]);
     }
 }

@@ -6,7 +6,9 @@
 //!   configured replication factor, the source configs filtered as MM2's
 //!   `targetConfig(config, incremental=false)`); a remote topic with fewer partitions than its
 //!   source grows (`CreatePartitions`), and only then are the new partitions assigned. A known
-//!   topic whose id changed was recreated; a known topic that is gone was deleted.
+//!   topic whose id changed was recreated; a known topic that is gone was deleted. A pass that
+//!   leaves partitions unstarted (their remote partition not shown yet, their source offsets
+//!   unreadable) brings the next pass forward: 1 s, doubling, at most the interval.
 //! - **Config sync** every `sync.topic.configs.interval.seconds`, when enabled: MM2's
 //!   incremental rules (`targetConfig(config, incremental=true)`, then SET, or DELETE for a
 //!   source default under `use.defaults.from=target`), with `config.properties.exclude`. The
@@ -48,7 +50,7 @@ use crate::model::counters::TopicCounters;
 use crate::model::{TopicPartition, topic_id_display};
 use crate::plan::FlowPlan;
 use crate::store::progress::ProgressStore;
-use crate::time::Every;
+use crate::time::{Every, retry_delay};
 
 /// Topics per DescribeConfigs / CreateTopics request: keeps requests and responses small on
 /// clusters with many topics.
@@ -199,6 +201,19 @@ pub struct TopicSync {
     /// Partitions the last discovery pass was to start but left for the next one
     /// ([`TopicSync::unstarted`]).
     unstarted: usize,
+    /// Passes in a row that left partitions unstarted, and when the next pass falls due for
+    /// them ([`TopicSync::schedule_unstarted`]).
+    unstarted_passes: u32,
+    unstarted_retry: Option<Instant>,
+}
+
+/// What a growth of a remote topic did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grown {
+    /// It added partitions.
+    Now,
+    /// The topic had them all already.
+    Already,
 }
 
 /// A partition a discovery pass starts: its source topic, number and log range.
@@ -252,6 +267,8 @@ impl TopicSync {
             recover: BTreeSet::new(),
             seen: None,
             unstarted: 0,
+            unstarted_passes: 0,
+            unstarted_retry: None,
         }
     }
 
@@ -306,9 +323,10 @@ impl TopicSync {
     /// Which duties are due at `now`, each then scheduled for its next interval. Pure: the
     /// control loop may decide now and run the passes later.
     pub fn due(&mut self, now: Instant) -> TopicDuties {
-        let discover = self.refresh.due(now);
+        let discover = self.refresh.due(now) || self.unstarted_retry.is_some_and(|at| now >= at);
         if discover {
             self.refresh.done(now);
+            self.unstarted_retry = None;
         }
         let configs = (self.configs.due(now) || self.target_configs.due(now)).then(|| {
             let sync = self.configs.due(now);
@@ -404,10 +422,43 @@ impl TopicSync {
             .cloned()
     }
 
+    /// One discovery pass ([`TopicSync::pass_once`]), and the next one sooner than the refresh
+    /// interval when it left partitions unstarted.
+    async fn pass(
+        &mut self,
+        io: &FlowIo<'_>,
+        seen: Option<SourceSeen>,
+    ) -> Result<Vec<TopicChange>, TopicError> {
+        let out = self.pass_once(io, seen).await;
+        #[allow(clippy::disallowed_methods)] // IO code: the retry counts from the pass's end
+        self.schedule_unstarted(Instant::now());
+        out
+    }
+
+    /// While partitions are left for the next pass (a remote partition the target does not
+    /// show yet, which it usually does within seconds; source offsets that could not be read),
+    /// that pass falls due 1 s after this one, doubling while passes leave some, at most the
+    /// refresh interval (30 s with refresh off, which would otherwise never start them): a
+    /// growth step shown a moment late no longer waits ten minutes at MM2's interval, nor keeps
+    /// `--until-caught-up` waiting.
+    fn schedule_unstarted(&mut self, now: Instant) {
+        if self.unstarted == 0 {
+            self.unstarted_passes = 0;
+            self.unstarted_retry = None;
+            return;
+        }
+        self.unstarted_passes = self.unstarted_passes.saturating_add(1);
+        let mut wait = retry_delay(self.unstarted_passes);
+        if self.refresh.enabled() {
+            wait = wait.min(self.refresh.interval());
+        }
+        self.unstarted_retry = now.checked_add(wait);
+    }
+
     /// One discovery pass; `seen`: the source view to reuse instead of reading the source's
     /// topics (and, where they serve, its log ranges) again. Only a pass that read the source
     /// leaves its view for the next ones.
-    async fn pass(
+    async fn pass_once(
         &mut self,
         io: &FlowIo<'_>,
         seen: Option<SourceSeen>,
@@ -530,7 +581,14 @@ impl TopicSync {
         }
         for Growth { remote, from, to } in &d.grow {
             match self.grow(io, remote, *from, *to).await {
-                Ok(()) => {
+                // Every step was made already (by a pass whose growth the target's metadata
+                // does not show yet, or by someone else): nothing changed now.
+                Ok(Grown::Already) => tracing::debug!(
+                    topic = %remote,
+                    partitions = to,
+                    "remote topic has its partitions already; waiting for the target's metadata to show them"
+                ),
+                Ok(Grown::Now) => {
                     self.counters.topics.changes += 1;
                     tracing::info!(
                         topic = %remote,
@@ -561,8 +619,11 @@ impl TopicSync {
         offsets: &SourceOffsets,
         first_pass: bool,
     ) -> Result<Vec<Ready<'t>>, TopicError> {
-        if !waiting.is_empty() {
-            tracing::info!(flow = %io.flow(), partitions = waiting.len(), first = %waiting[0], "remote partitions not shown by the target yet; starting them at the next discovery");
+        // Said once; the passes brought forward for them say it only at debug level.
+        if !waiting.is_empty() && self.unstarted_passes == 0 {
+            tracing::info!(flow = %io.flow(), partitions = waiting.len(), first = %waiting[0], "remote partitions not shown by the target yet; starting them at the next discovery (within seconds)");
+        } else if !waiting.is_empty() {
+            tracing::debug!(flow = %io.flow(), partitions = waiting.len(), first = %waiting[0], "remote partitions still not shown by the target");
         }
         let mut left = waiting;
         let mut ready = Vec::with_capacity(to_start.len());
@@ -821,9 +882,10 @@ impl TopicSync {
                 // A topic larger than one request may make was created smaller: grow it now.
                 let asked = nt.partitions.min(PARTITIONS_PER_REQUEST);
                 let r = match r {
-                    Ok(()) if asked < nt.partitions => {
-                        self.grow(io, &nt.name, asked, nt.partitions).await
-                    }
+                    Ok(()) if asked < nt.partitions => self
+                        .grow(io, &nt.name, asked, nt.partitions)
+                        .await
+                        .map(drop),
                     r => r,
                 };
                 match r {
@@ -880,25 +942,27 @@ impl TopicSync {
     }
 
     /// Grows `remote` from `from` to `to` partitions, [`PARTITIONS_PER_REQUEST`] at a time.
-    /// A step someone else made first (InvalidPartitions: it has that many already) is done.
+    /// A step made before (InvalidPartitions: it has that many already) is done.
     async fn grow(
         &self,
         io: &FlowIo<'_>,
         remote: &str,
         from: i32,
         to: i32,
-    ) -> Result<(), ClusterError> {
+    ) -> Result<Grown, ClusterError> {
+        let mut grown = Grown::Already;
         for count in growth_steps(from, to) {
             match io
                 .target
                 .create_partitions(remote, count, CREATE_TIMEOUT_MS)
                 .await
             {
-                Err(e) if !e.is(kafka_protocol::ResponseError::InvalidPartitions) => return Err(e),
-                _ => {}
+                Ok(()) => grown = Grown::Now,
+                Err(e) if e.is(kafka_protocol::ResponseError::InvalidPartitions) => {}
+                Err(e) => return Err(e),
             }
         }
-        Ok(())
+        Ok(grown)
     }
 
     /// The remote topic `nt` of `source` was created: wait until its partitions have leaders.
@@ -1414,6 +1478,40 @@ mod tests {
         assert!(matches!(offsets.range_of(&tp(2)), Err((why, false)) if why.contains("uthoriz")));
         // No answer for the partition at all.
         assert_eq!(offsets.range_of(&tp(4)), Err(("no answer".into(), true)));
+    }
+
+    #[test]
+    fn a_pass_that_leaves_partitions_unstarted_brings_the_next_one_forward() {
+        #[allow(clippy::disallowed_methods)] // a test needs some instant to start from
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut sync = TopicSync::new(&plan("refresh.topics.interval.seconds = 20\n"), t0);
+        // Three passes in a row leave a partition: 1, 2 and 4 s after each.
+        let mut at = t0;
+        for wait in [1, 2, 4] {
+            sync.unstarted = 1;
+            sync.schedule_unstarted(at);
+            assert!(!sync.due(at + s(wait) - Duration::from_millis(1)).discover);
+            at += s(wait);
+            assert!(sync.due(at).discover, "due {wait} s after the pass");
+        }
+        // The wait never passes the refresh interval.
+        sync.unstarted_passes = 10;
+        sync.schedule_unstarted(at);
+        assert_eq!(sync.unstarted_retry, Some(at + s(20)));
+        // A pass that starts them all goes back to the refresh interval.
+        sync.unstarted = 0;
+        sync.schedule_unstarted(at);
+        assert_eq!((sync.unstarted_passes, sync.unstarted_retry), (0, None));
+        assert!(!sync.due(at + s(19)).discover);
+
+        // Refresh off: partitions left unstarted are still tried again, at most 30 s apart.
+        let mut sync = TopicSync::new(&plan("refresh.topics.enabled = false\n"), t0);
+        sync.unstarted = 2;
+        sync.unstarted_passes = 10;
+        sync.schedule_unstarted(t0);
+        assert!(sync.due(t0 + s(30)).discover);
+        assert!(!sync.due(t0 + s(1_000)).discover);
     }
 
     fn seen_at(at: Instant) -> SourceSeen {
