@@ -133,6 +133,35 @@ fn unit_of(flows: &[FlowRuntime], key: &PartitionKey) -> Unit {
     Unit::partition(&flow_name(flows, key.flow), &key.topic, key.partition)
 }
 
+/// Whether `units` are the partitions `keys` (in that order; `flow_names` by flow id), then the
+/// singleton duties if `singleton`.
+fn same_units<'k>(
+    units: &[Unit],
+    flow_names: &[String],
+    mut keys: impl Iterator<Item = &'k PartitionKey>,
+    singleton: bool,
+) -> bool {
+    let parts = match (units.split_last(), singleton) {
+        (Some((Unit::Singleton, rest)), true) => rest,
+        (_, true) => return false,
+        (_, false) => units,
+    };
+    parts.iter().all(|u| {
+        keys.next().is_some_and(|k| match u {
+            Unit::Partition {
+                flow,
+                topic,
+                partition,
+            } => {
+                *partition == k.partition
+                    && **topic == *k.topic
+                    && flow_names.get(k.flow as usize).is_some_and(|n| n == flow)
+            }
+            Unit::Singleton => false,
+        })
+    }) && keys.next().is_none()
+}
+
 fn key_of(flows: &[FlowRuntime], unit: &Unit) -> Option<PartitionKey> {
     let Unit::Partition {
         flow,
@@ -674,14 +703,25 @@ impl GroupLink {
     /// The units this member holds, for its next JoinGroup: its partitions (the ones still
     /// draining too, while it is a member, so that nobody else gets them before they are
     /// drained) and the singleton duties.
+    /// Rebuilt only when it changed: at 10 000 partitions, making the units' strings at every
+    /// report was most of an idle member's control-thread CPU; comparing allocates nothing.
     fn report_owned(&self, flows: &[FlowRuntime], parts: &Partitions) {
-        let mut owned: Vec<Unit> = parts
-            .iter()
-            .filter(|(k, st)| st.assigned || (!self.lost && self.revoking.contains(*k)))
-            .map(|(k, _)| unit_of(flows, k))
+        let held = || {
+            parts
+                .iter()
+                .filter(|(k, st)| st.assigned || (!self.lost && self.revoking.contains(*k)))
+                .map(|(k, _)| k)
+                .chain(&self.starting)
+        };
+        let singleton = self.singleton();
+        let names: Vec<String> = (0..flows.len())
+            .map(|f| flow_name(flows, f as FlowId))
             .collect();
-        owned.extend(self.starting.iter().map(|k| unit_of(flows, k)));
-        if self.singleton() {
+        if same_units(&self.shared.borrow().owned, &names, held(), singleton) {
+            return;
+        }
+        let mut owned: Vec<Unit> = held().map(|k| unit_of(flows, k)).collect();
+        if singleton {
             owned.push(Unit::Singleton);
         }
         self.shared.borrow_mut().owned = owned;
@@ -973,6 +1013,31 @@ fn on_events(shared: &SharedCell, events: Vec<Event>, joining: &mut Option<(Inst
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owned_units_are_compared_with_the_held_partitions_in_order_singleton_last() {
+        let names = vec!["A->B".to_string(), "A->C".to_string()];
+        let keys = [PartitionKey::new(0, "t", 0), PartitionKey::new(1, "t", 1)];
+        let units = vec![
+            Unit::partition("A->B", "t", 0),
+            Unit::partition("A->C", "t", 1),
+        ];
+        assert!(same_units(&units, &names, keys.iter(), false));
+        // The singleton duties: held now, not before; held before, not now.
+        assert!(!same_units(&units, &names, keys.iter(), true));
+        let mut with_singleton = units.clone();
+        with_singleton.push(Unit::Singleton);
+        assert!(same_units(&with_singleton, &names, keys.iter(), true));
+        assert!(!same_units(&with_singleton, &names, keys.iter(), false));
+        // One more, one fewer, another partition, another flow.
+        assert!(!same_units(&units[..1], &names, keys.iter(), false));
+        assert!(!same_units(&units, &names, keys[..1].iter(), false));
+        let other = [PartitionKey::new(0, "t", 0), PartitionKey::new(1, "t", 2)];
+        assert!(!same_units(&units, &names, other.iter(), false));
+        let flow = [PartitionKey::new(0, "t", 0), PartitionKey::new(0, "t", 1)];
+        assert!(!same_units(&units, &names, flow.iter(), false));
+        assert!(same_units(&[], &names, [].iter(), false));
+    }
 
     /// A member stable in its generation, its latest assignment seen (`seen_assigned` 1), that
     /// assigned as `leader` the universe it knows.
