@@ -109,6 +109,8 @@ struct Driver {
 
 /// The first Fetch version with `last_fetched_epoch` (and the diverging epoch in its answer).
 const LAST_FETCHED_EPOCH_VERSION: i16 = 12;
+/// The first Fetch version with fetch sessions (KIP-227).
+const FETCH_SESSION_VERSION: i16 = 7;
 
 impl Driver {
     fn new(cfg: ShardConfig, commands: Receiver<ShardCommand>, events: Sender<ShardEvent>) -> Self {
@@ -324,6 +326,13 @@ impl Driver {
             {
                 p.last_fetched_epoch = -1;
             }
+        }
+        if version < FETCH_SESSION_VERSION {
+            // Brokers before 1.1 keep no sessions: a sessionless full fetch. Their answer has no
+            // session id (0), so the core goes on with full fetches.
+            request.session_id = 0;
+            request.session_epoch = -1;
+            request.forgotten_topics_data.clear();
         }
         let pending = conn
             .try_send(&*request, version)?

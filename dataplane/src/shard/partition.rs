@@ -524,6 +524,15 @@ impl Partition {
             && self.queued_bytes >= per_partition_cap
     }
 
+    /// A fetch answered without this partition, which its fetch session holds: nothing new
+    /// since the broker last answered it (no records, the same high watermark, no error), as an
+    /// empty slice would say. The fetch succeeded, so a stall it reported ends.
+    pub fn fetched_nothing_new(&mut self) {
+        if self.status == Status::Running && self.fetch_sent_at.take() == Some(self.fetch_offset) {
+            self.source_stall = None;
+        }
+    }
+
     /// Takes a partition's slice of a fetch response.
     pub fn handle_fetch(
         &mut self,
