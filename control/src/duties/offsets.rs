@@ -65,6 +65,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::future::LocalBoxFuture;
 use strait_dataplane::batch::Record;
 use strait_dataplane::io::{ConnSetup, IoBackend};
 use strait_dataplane::shard::MappingSegment;
@@ -436,6 +437,9 @@ pub(crate) struct Loaded {
     seeds: Vec<RestartSeed>,
 }
 
+/// The background load, made again for each attempt.
+type Loader = Box<dyn Fn() -> LocalBoxFuture<'static, Result<Loaded, OffsetsError>>>;
+
 /// Where the background load is.
 enum Load {
     Running {
@@ -443,15 +447,31 @@ enum Load {
         /// Partitions whose mapping changed meanwhile other than by an acknowledged end (a
         /// segment, a seek, a restore, forgotten): no restart seed may go before that.
         changed: BTreeSet<TopicPartition>,
+        /// Attempts that failed before this one.
+        failed: u32,
+    },
+    /// The last attempt failed with an error that may pass (no leader yet for a topic just
+    /// created, a timeout): the next starts at `at`. Replication goes on meanwhile.
+    Retrying {
+        at: Instant,
+        changed: BTreeSet<TopicPartition>,
+        failed: u32,
     },
     Done,
     /// It failed, and its error was handed out: the run stops.
     Failed,
 }
 
+/// The wait before the next attempt of a load that failed `failed` times: 1 s, doubling, at
+/// most 30 s.
+fn load_retry_delay(failed: u32) -> Duration {
+    Duration::from_secs(1u64 << failed.saturating_sub(1).min(5)).min(Duration::from_secs(30))
+}
+
 /// The offsets duties of one flow in `strait run`. See the [module docs](self).
 pub struct OffsetsRuntime {
     load: Load,
+    loader: Loader,
     flow: FlowConfig,
     name: String,
     settings: OffsetsSettings,
@@ -518,6 +538,21 @@ impl Drop for OffsetsRuntime {
     }
 }
 
+impl OffsetsError {
+    /// Whether the same call may succeed later: a cluster error that may pass (no leader, an
+    /// unreachable broker, retries of such an error exhausted), or a timeout.
+    fn may_pass(&self) -> bool {
+        match self {
+            OffsetsError::Cluster { source, .. } => match &**source {
+                ClusterError::RetriesExhausted { last, .. } => last.is_retriable(),
+                other => other.is_retriable(),
+            },
+            OffsetsError::Timeout { .. } => true,
+            _ => false,
+        }
+    }
+}
+
 impl OffsetsRuntime {
     /// Starts the offsets duties of `flow`: installs the exact mappings `restored` from the
     /// stored progress at once, and starts the background load (a local task, so this must run
@@ -553,24 +588,29 @@ impl OffsetsRuntime {
             })
             .map(|(tp, e)| (tp.clone(), *e))
             .collect();
-        let load = load(
-            flow.clone(),
-            source.clone(),
-            target.clone(),
-            target_consumer,
-            progress,
-        );
-        Self::with_load(flow, source, target, translator, now, load)
+        let loader: Loader = {
+            let (flow, source, target) = (flow.clone(), source.clone(), target.clone());
+            Box::new(move || {
+                Box::pin(load(
+                    flow.clone(),
+                    source.clone(),
+                    target.clone(),
+                    target_consumer.clone(),
+                    progress.clone(),
+                ))
+            })
+        };
+        Self::with_loader(flow, source, target, translator, now, loader)
     }
 
     /// [`OffsetsRuntime::start`] with the load given (tests give their own).
-    fn with_load(
+    fn with_loader(
         flow: &FlowConfig,
         source: Rc<Cluster>,
         target: Rc<Cluster>,
         translator: Translator,
         now: Instant,
-        load: impl std::future::Future<Output = Result<Loaded, OffsetsError>> + 'static,
+        loader: Loader,
     ) -> Result<Self, OffsetsError> {
         let name = flow.name();
         let settings = OffsetsSettings::from_flow(flow);
@@ -586,9 +626,11 @@ impl OffsetsRuntime {
         });
         Ok(Self {
             load: Load::Running {
-                task: tokio::task::spawn_local(load),
+                task: tokio::task::spawn_local(loader()),
                 changed: BTreeSet::new(),
+                failed: 0,
             },
+            loader,
             name,
             source,
             target,
@@ -628,6 +670,7 @@ impl OffsetsRuntime {
     /// Takes the background load's outcome if it has finished (the control loop asks every
     /// turn): installs what it read, or returns its error, once.
     pub async fn poll_load(&mut self) -> Result<(), OffsetsError> {
+        self.retry_load_if_due(Instant::now());
         let Load::Running { task, .. } = &mut self.load else {
             return Ok(());
         };
@@ -641,6 +684,7 @@ impl OffsetsRuntime {
     }
 
     /// Waits for the background load and takes its outcome (a flow a reload starts; a stop).
+    /// A load waiting to be tried again is not waited for.
     pub async fn wait_loaded(&mut self) -> Result<(), OffsetsError> {
         let Load::Running { task, .. } = &mut self.load else {
             return Ok(());
@@ -649,15 +693,50 @@ impl OffsetsRuntime {
         self.take_load(outcome).await
     }
 
+    /// Starts the next attempt of a load that failed, once its wait is over.
+    fn retry_load_if_due(&mut self, now: Instant) {
+        if !matches!(self.load, Load::Retrying { at, .. } if now >= at) {
+            return;
+        }
+        let Load::Retrying {
+            changed, failed, ..
+        } = std::mem::replace(&mut self.load, Load::Failed)
+        else {
+            return;
+        };
+        tracing::info!(flow = %self.name, attempt = failed + 1, "loading the offset syncs and checkpoints again");
+        self.load = Load::Running {
+            task: tokio::task::spawn_local((self.loader)()),
+            changed,
+            failed,
+        };
+    }
+
     async fn take_load(
         &mut self,
         outcome: Result<Result<Loaded, OffsetsError>, tokio::task::JoinError>,
     ) -> Result<(), OffsetsError> {
-        let Load::Running { changed, .. } = std::mem::replace(&mut self.load, Load::Failed) else {
+        let Load::Running {
+            changed, failed, ..
+        } = std::mem::replace(&mut self.load, Load::Failed)
+        else {
             return Ok(());
         };
         let loaded = match outcome {
             Ok(Ok(l)) => l,
+            Ok(Err(e)) if e.may_pass() => {
+                // Replication goes on; no offset sync is sent and no round runs until a load
+                // succeeds. An error that cannot pass (internal topics that cannot exist, no
+                // authorisation) still stops the run.
+                let wait = load_retry_delay(failed + 1);
+                tracing::warn!(flow = %self.name, error = %e, retry_in_ms = wait.as_millis() as u64, "loading the offset syncs and checkpoints failed; trying again");
+                self.load = Load::Retrying {
+                    at: Instant::now() + wait,
+                    changed,
+                    failed: failed + 1,
+                };
+                return Ok(());
+            }
             Ok(Err(e)) => return Err(e),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => {
@@ -697,7 +776,7 @@ impl OffsetsRuntime {
 
     /// While the load runs: `tp`'s mapping changed other than by an acknowledged end.
     fn changed_while_loading(&mut self, tp: &TopicPartition) {
-        if let Load::Running { changed, .. } = &mut self.load {
+        if let Load::Running { changed, .. } | Load::Retrying { changed, .. } = &mut self.load {
             changed.insert(tp.clone());
         }
     }
@@ -1760,28 +1839,37 @@ mod tests {
         cfg.flow("A", "B").unwrap().clone()
     }
 
-    /// A runtime whose load finishes when the sender is used (its clients never connect: the
-    /// tests run nothing that would).
+    /// A runtime whose load finishes when the first sender is used, and its second attempt
+    /// when the second is (its clients never connect: the tests run nothing that would).
     fn loading(
         flow: &FlowConfig,
         now: Instant,
     ) -> (
         OffsetsRuntime,
-        tokio::sync::oneshot::Sender<Result<Loaded, OffsetsError>>,
+        [tokio::sync::oneshot::Sender<Result<Loaded, OffsetsError>>; 2],
     ) {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let load = async move {
-            rx.await.unwrap_or_else(|_| {
-                Err(OffsetsError::LoadCancelled {
-                    flow: "test".into(),
-                })
+        let (tx2, rx2) = tokio::sync::oneshot::channel();
+        let receivers = std::cell::RefCell::new(vec![rx2, rx]);
+        let loader: Loader = Box::new(move || {
+            let rx = receivers.borrow_mut().pop();
+            Box::pin(async move {
+                match rx {
+                    Some(rx) => rx.await.unwrap_or_else(|_| {
+                        Err(OffsetsError::LoadCancelled {
+                            flow: "test".into(),
+                        })
+                    }),
+                    None => panic!("loaded more than twice"),
+                }
             })
-        };
+        });
         let source = cluster_for("A->B", "source", &flow.clients.source_admin.client).unwrap();
         let target = cluster_for("A->B", "target", &flow.clients.target_admin.client).unwrap();
-        let rt = OffsetsRuntime::with_load(flow, source, target, Translator::default(), now, load)
-            .unwrap();
-        (rt, tx)
+        let rt =
+            OffsetsRuntime::with_loader(flow, source, target, Translator::default(), now, loader)
+                .unwrap();
+        (rt, [tx, tx2])
     }
 
     fn loaded(seeds: Vec<RestartSeed>) -> Loaded {
@@ -1829,7 +1917,7 @@ mod tests {
     fn segments_while_loading_are_mapped_at_once_and_their_syncs_sent_after_in_order() {
         local(async {
             let t0 = Instant::now();
-            let (mut rt, tx) = loading(&flow("", "segments"), t0);
+            let (mut rt, [tx, _]) = loading(&flow("", "segments"), t0);
             let tp = TopicPartition::new("t", 0);
             rt.on_start("t", 0, 100);
             rt.on_segments("t", 0, &[seg(100, 0, 10), seg(110, 10, 5)]);
@@ -1865,7 +1953,7 @@ mod tests {
     fn rounds_due_while_loading_wait_for_it_then_run_at_once() {
         local(async {
             let t0 = Instant::now();
-            let (mut rt, tx) = loading(&flow("", "rounds"), t0);
+            let (mut rt, [tx, _]) = loading(&flow("", "rounds"), t0);
             let late = t0 + Duration::from_secs(90);
             // Due (checkpoints every second, flush every minute), but the load runs: untouched.
             rt.tick(late, 0).await;
@@ -1882,7 +1970,7 @@ mod tests {
     fn exactly_once_syncs_held_while_loading_wait_for_the_commit() {
         local(async {
             let t0 = Instant::now();
-            let (mut rt, tx) = loading(&flow("", "eos"), t0);
+            let (mut rt, [tx, _]) = loading(&flow("", "eos"), t0);
             let tp = TopicPartition::new("t", 0);
             rt.hold_syncs_until_commit(&tp);
             rt.on_segments("t", 0, &[seg(0, 0, 3)]);
@@ -1899,7 +1987,7 @@ mod tests {
     fn restart_seeds_skip_partitions_whose_mapping_changed_while_loading() {
         local(async {
             let t0 = Instant::now();
-            let (mut rt, tx) = loading(&flow("", "seeds"), t0);
+            let (mut rt, [tx, _]) = loading(&flow("", "seeds"), t0);
             let seed = |p: i32| RestartSeed {
                 tp: TopicPartition::new("t", p),
                 segment: Segment::new(99, 49, 1),
@@ -1936,7 +2024,7 @@ mod tests {
     fn a_failed_load_is_returned_once_and_nothing_runs_after_it() {
         local(async {
             let t0 = Instant::now();
-            let (mut rt, tx) = loading(&flow("", "failed"), t0);
+            let (mut rt, [tx, _]) = loading(&flow("", "failed"), t0);
             tx.send(Err(OffsetsError::NoSuchFlow(
                 "cannot create the topic".into(),
             )))
@@ -1965,7 +2053,7 @@ mod tests {
     #[test]
     fn a_stop_waits_for_the_load_and_returns_its_error() {
         local(async {
-            let (mut rt, tx) = loading(&flow("", "stop"), Instant::now());
+            let (mut rt, [tx, _]) = loading(&flow("", "stop"), Instant::now());
             tokio::task::spawn_local(async move {
                 tokio::task::yield_now().await;
                 tx.send(Err(OffsetsError::NoSuchFlow("unreadable".into())))
@@ -1975,5 +2063,44 @@ mod tests {
             let e = rt.finish(false, 0).await.unwrap_err();
             assert_eq!(e.to_string(), "unreadable");
         });
+    }
+
+    #[test]
+    fn a_load_that_fails_with_an_error_that_may_pass_is_tried_again_and_the_run_goes_on() {
+        local(async {
+            let t0 = Instant::now();
+            let (mut rt, [tx, tx2]) = loading(&flow("", "retry"), t0);
+            tx.send(Err(OffsetsError::Timeout {
+                flow: "A->B".into(),
+                what: "creating the offset-syncs topic",
+                timeout_ms: 1,
+            }))
+            .ok()
+            .unwrap();
+            for _ in 0..100 {
+                rt.poll_load()
+                    .await
+                    .expect("an error that may pass does not stop the run");
+                tokio::task::yield_now().await;
+            }
+            assert!(!rt.is_loaded());
+            assert!(matches!(rt.load, Load::Retrying { failed: 1, .. }));
+            // A segment while waiting: the second attempt's seeds must not go before it.
+            rt.on_segments("t", 0, &[seg(0, 0, 1)]);
+            tokio::time::sleep(load_retry_delay(1) + Duration::from_millis(50)).await;
+            rt.poll_load().await.unwrap();
+            assert!(
+                matches!(&rt.load, Load::Running { failed: 1, changed, .. } if changed.len() == 1),
+                "the second attempt started and kept what changed meanwhile"
+            );
+            tx2.send(Ok(loaded(Vec::new()))).ok().unwrap();
+            poll_until_loaded(&mut rt).await.unwrap();
+        });
+    }
+
+    #[test]
+    fn the_wait_between_load_attempts_doubles_up_to_thirty_seconds() {
+        let secs: Vec<u64> = (1..=8).map(|n| load_retry_delay(n).as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30, 30]);
     }
 }

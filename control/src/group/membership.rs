@@ -187,6 +187,11 @@ impl Membership {
         }
     }
 
+    /// Whether the member is in a generation with no rebalance asked for or under way.
+    pub fn is_stable(&self) -> bool {
+        self.generation().is_some() && self.rejoin.is_none()
+    }
+
     /// Whether the member may still produce: it holds an assignment and its local session
     /// deadline has not passed.
     pub fn is_live(&self, now: Instant) -> bool {
@@ -525,6 +530,32 @@ mod tests {
         assert!(ev.is_empty());
         assert!(m.is_live(t1));
         assert!(matches!(m.poll(t1).1, Some(Request::Join { member_id, .. }) if member_id == "m1"));
+    }
+
+    #[test]
+    fn stable_only_in_a_generation_with_no_rejoin_asked_for_or_under_way() {
+        let t0 = start();
+        let mut m = Membership::new(timings(), t0);
+        assert!(!m.is_stable(), "not joined yet");
+        join(&mut m, t0);
+        assert!(m.is_stable());
+        // A rejoin asked for while a heartbeat is in flight waits for its answer.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(matches!(m.poll(t1).1, Some(Request::Heartbeat { .. })));
+        m.rejoin("the set of partitions changed", t1);
+        assert!(!m.is_stable());
+        assert!(
+            m.on_response(Response::Heartbeat { error: 0 }, t1)
+                .is_empty()
+        );
+        assert!(matches!(m.poll(t1).1, Some(Request::Join { .. })));
+        assert!(!m.is_stable(), "rejoining");
+        // REBALANCE_IN_PROGRESS on a heartbeat: a rejoin under way.
+        let mut m = Membership::new(timings(), t0);
+        join(&mut m, t0);
+        m.poll(t1);
+        m.on_response(Response::Heartbeat { error: 27 }, t1);
+        assert!(!m.is_stable());
     }
 
     #[test]

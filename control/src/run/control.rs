@@ -172,16 +172,34 @@ pub(super) async fn control_loop(
             drain_events(ev_rx, flows, parts, &mut stats, shards, opts).await?;
         }
         assign(changes, flows, shards, parts, opts, group.as_deref_mut()).await?;
-        if opts.until_caught_up
-            && group.as_deref().is_none_or(GroupLink::settled)
-            && parts
-                .values()
-                .all(|p| p.failed.is_some() || p.vanished || p.next_offset >= p.target_end)
-        {
+        if opts.until_caught_up && caught_up(flows, parts, group.as_deref()) {
             tracing::info!("every partition reached the end it had at start");
             return Ok(());
         }
     }
+}
+
+/// `--until-caught-up`: whether the run is done ([`copied_all`]). Flows removed by a reload
+/// start nothing more.
+fn caught_up(flows: &[FlowRuntime], parts: &Partitions, group: Option<&GroupLink>) -> bool {
+    let unstarted = flows
+        .iter()
+        .filter(|f| !f.retired)
+        .map(|f| f.topics.unstarted())
+        .sum();
+    copied_all(unstarted, group.is_none_or(GroupLink::settled), parts)
+}
+
+/// Whether every partition to copy was started and reached the source end it had at start (or
+/// stopped with an error, or vanished): discovery left none for its next pass (`unstarted`: a
+/// remote partition not shown yet, source offsets not read), and the group, if any, `settled`
+/// (this member started its latest assignment, and that assignment covers every unit).
+fn copied_all(unstarted: usize, settled: bool, parts: &Partitions) -> bool {
+    unstarted == 0
+        && settled
+        && parts
+            .values()
+            .all(|p| p.failed.is_some() || p.vanished || p.next_offset >= p.target_end)
 }
 
 /// The group's status for the API and the unheld partitions. Taken only when a snapshot is due
@@ -385,4 +403,48 @@ async fn exactly_once_round(
         }
     }
     changes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::assign::PartitionState;
+
+    fn state(next_offset: i64, target_end: i64) -> PartitionState {
+        PartitionState {
+            shard: 0,
+            flow: 0,
+            topic_id: [1; 16],
+            next_offset,
+            target_end,
+            failed: None,
+            assigned: true,
+            vanished: false,
+            end_offset: target_end,
+            paused: false,
+            records_copied: 0,
+            released: false,
+            seek_generation: 0,
+        }
+    }
+
+    #[test]
+    fn copied_all_waits_for_partitions_not_started_and_for_the_group() {
+        let mut parts = Partitions::new();
+        parts.insert(PartitionKey::new(0, "t", 0), state(10, 10));
+        parts.insert(PartitionKey::new(0, "t", 1), state(0, 0));
+        assert!(copied_all(0, true, &parts));
+        // A partition discovery left for its next pass (its remote partition not shown yet).
+        assert!(!copied_all(1, true, &parts));
+        assert!(!copied_all(0, false, &parts), "the group has not settled");
+        // Behind: not done, unless it stopped with an error or its source is gone.
+        parts.insert(PartitionKey::new(0, "t", 2), state(3, 10));
+        assert!(!copied_all(0, true, &parts));
+        let behind = parts.get_mut(&PartitionKey::new(0, "t", 2)).unwrap();
+        behind.failed = Some("stopped".into());
+        assert!(copied_all(0, true, &parts));
+        // Nothing started yet and nothing left either (no topic matches): done.
+        assert!(copied_all(0, true, &Partitions::new()));
+        assert!(!copied_all(2, true, &Partitions::new()));
+    }
 }

@@ -74,6 +74,8 @@ struct Shared {
     // Written by the control loop.
     /// Every unit the leader may assign.
     universe: BTreeSet<Unit>,
+    /// Incremented at every change of `universe`.
+    universe_seq: u64,
     /// What this member holds (for its next JoinGroup).
     owned: Vec<Unit>,
     throughput: u64,
@@ -93,6 +95,29 @@ struct Shared {
     status: GroupStatus,
     /// As leader: units the last assignment withheld because their holder must revoke them.
     moving: usize,
+    /// As leader: the `universe_seq` of the universe it last assigned.
+    led_seq: Option<u64>,
+    /// The member is stable in a generation and no rejoin is asked for or under way.
+    stable: bool,
+}
+
+impl Shared {
+    /// Whether this member leads the group's current generation.
+    fn is_leader(&self) -> bool {
+        !self.status.member_id.is_empty() && self.status.member_id == self.status.leader
+    }
+
+    /// The agent's half of [`GroupLink::settled`]: the control loop saw the latest assignment
+    /// (`seen_assigned`), no rebalance is asked for or under way, and a leader's last
+    /// assignment covered every unit known now (a partition found after it is assigned by the
+    /// next one, to this member or another).
+    fn settled(&self, seen_assigned: u64) -> bool {
+        seen_assigned > 0
+            && seen_assigned == self.assigned_seq
+            && self.stable
+            && self.rejoin.is_none()
+            && (!self.is_leader() || self.led_seq == Some(self.universe_seq))
+    }
 }
 
 type SharedCell = Rc<RefCell<Shared>>;
@@ -222,9 +247,13 @@ impl GroupLink {
         }
     }
 
-    /// Whether the member has its assignment and started all of it (`--until-caught-up`).
+    /// Whether the member has the group's latest assignment and started all of it, with no
+    /// rebalance to come that this member knows of (`--until-caught-up`; [`Shared::settled`]).
     pub(super) fn settled(&self) -> bool {
-        self.seen_assigned > 0 && self.starting.is_empty() && self.revoking.is_empty()
+        self.starting.is_empty()
+            && self.revoking.is_empty()
+            && !self.rejoin_when_drained
+            && self.shared.borrow().settled(self.seen_assigned)
     }
 
     /// Before the final progress is written at shutdown: a member that lost its membership
@@ -328,8 +357,9 @@ impl GroupLink {
         units.extend(self.starting.iter().map(|k| unit_of(flows, k)));
         let mut s = self.shared.borrow_mut();
         if s.universe != units {
-            let leader = !s.status.member_id.is_empty() && s.status.member_id == s.status.leader;
+            let leader = s.is_leader();
             s.universe = units;
+            s.universe_seq += 1;
             if leader && s.assigned_seq > 0 {
                 s.rejoin = Some("the set of partitions changed".into());
             }
@@ -714,7 +744,7 @@ async fn agent(shared: SharedCell, opts: GroupOptions, cluster: Cluster) {
         }
         let (events, req) = m.poll(now);
         on_events(&shared, events, &mut joining);
-        shared.borrow_mut().live_until = m.live_until();
+        note_membership(&shared, &m);
         if m.is_done() {
             shared.borrow_mut().left = true;
             return;
@@ -742,8 +772,15 @@ async fn agent(shared: SharedCell, opts: GroupOptions, cluster: Cluster) {
             }
         }
         on_events(&shared, events, &mut joining);
-        shared.borrow_mut().live_until = m.live_until();
+        note_membership(&shared, &m);
     }
+}
+
+/// What the control loop reads of the member's state machine.
+fn note_membership(shared: &SharedCell, m: &Membership) {
+    let mut s = shared.borrow_mut();
+    s.live_until = m.live_until();
+    s.stable = m.is_stable();
 }
 
 /// Sends one request and reduces the answer for the state machine.
@@ -785,9 +822,16 @@ async fn execute(
         } => {
             let assignments = match members {
                 Some(members) => {
-                    let universe = shared.borrow().universe.clone();
+                    let (universe, seq) = {
+                        let s = shared.borrow();
+                        (s.universe.clone(), s.universe_seq)
+                    };
                     let (out, moving) = assignment::lead(member_id, members, &universe);
-                    shared.borrow_mut().moving = moving;
+                    {
+                        let mut s = shared.borrow_mut();
+                        s.moving = moving;
+                        s.led_seq = Some(seq);
+                    }
                     tracing::info!(
                         group = %opts.group_id,
                         generation,
@@ -923,5 +967,66 @@ fn on_events(shared: &SharedCell, events: Vec<Event>, joining: &mut Option<(Inst
             }
             Event::Left => s.left = true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A member stable in its generation, its latest assignment seen (`seen_assigned` 1), that
+    /// assigned as `leader` the universe it knows.
+    fn settled_member(leader: bool) -> Shared {
+        let mut s = Shared {
+            assigned_seq: 1,
+            universe_seq: 3,
+            led_seq: leader.then_some(3),
+            stable: true,
+            ..Shared::default()
+        };
+        s.status.member_id = "m1".into();
+        s.status.leader = if leader { "m1" } else { "m2" }.into();
+        s
+    }
+
+    #[test]
+    fn settled_needs_the_latest_assignment_no_rebalance_and_a_leader_that_assigned_every_unit() {
+        for leader in [false, true] {
+            let s = settled_member(leader);
+            assert!(s.settled(1), "leader {leader}");
+            assert!(!s.settled(0), "never assigned");
+            // An assignment the control loop did not act on yet.
+            let newer = Shared {
+                assigned_seq: 2,
+                ..settled_member(leader)
+            };
+            assert!(!newer.settled(1));
+            let mut rejoin = settled_member(leader);
+            rejoin.rejoin = Some("revoked units released".into());
+            assert!(!rejoin.settled(1));
+            let rebalancing = Shared {
+                stable: false,
+                ..settled_member(leader)
+            };
+            assert!(!rebalancing.settled(1));
+        }
+        // A unit found after the leader's last assignment (the leader's rejoin taken by the
+        // agent already, or not asked for): the next assignment must cover it first.
+        let grown = Shared {
+            universe_seq: 4,
+            ..settled_member(true)
+        };
+        assert!(!grown.settled(1));
+        let never_led = Shared {
+            led_seq: None,
+            ..settled_member(true)
+        };
+        assert!(!never_led.settled(1));
+        // A member that does not lead does not know the leader's universe.
+        let follower = Shared {
+            universe_seq: 4,
+            ..settled_member(false)
+        };
+        assert!(follower.settled(1));
     }
 }

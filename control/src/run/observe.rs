@@ -59,6 +59,10 @@ struct Observed {
     last_next: i64,
     /// Wall time (ms) of the last progress: records acknowledged, or no lag.
     progress_ms: i64,
+    /// The last report showed no lag. A shard reports a partition only when its progress
+    /// changes, so a caught-up partition stays silent; the report that shows lag again is
+    /// within one report interval of the last moment it had none.
+    caught_up: bool,
 }
 
 /// The observations of one flow's partitions.
@@ -100,10 +104,11 @@ impl FlowObservations {
             ),
         });
         let no_lag = p.end_offset >= 0 && p.next_offset >= p.end_offset;
-        if p.next_offset != o.last_next || no_lag {
+        if p.next_offset != o.last_next || no_lag || o.caught_up {
             o.progress_ms = wall_ms;
             o.last_next = p.next_offset;
         }
+        o.caught_up = no_lag;
     }
 
     /// Fills the observed fields of `p` at `wall_ms`.
@@ -261,5 +266,27 @@ mod tests {
         paused.state = "paused".into();
         o.fill(0, &mut paused, 100_000);
         assert_eq!((paused.stall, paused.stuck_since_ms), (None, None));
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)] // any instant will do
+    fn a_partition_silent_while_caught_up_dates_its_lag_from_the_report_that_shows_it() {
+        let now = Instant::now();
+        let mut o = FlowObservations::default();
+        o.on_progress(0, &progress(20, 20, 100, -1), now, 10_000);
+        // Caught up and unchanged: the shard leaves it out of its reports for a minute, then a
+        // record arrives at the source.
+        o.on_progress(0, &progress(20, 21, 100, -1), now, 70_000);
+        let mut p = view(1);
+        o.fill(0, &mut p, 70_500);
+        assert_eq!(
+            p.lag_ms, 500,
+            "caught up until the last report, not behind for a minute"
+        );
+        assert_eq!(p.stuck_since_ms, Some(70_000));
+        // Still behind and unchanged: the age grows from there.
+        o.on_progress(0, &progress(20, 21, 100, -1), now, 71_000);
+        o.fill(0, &mut p, 75_000);
+        assert_eq!((p.lag_ms, p.stuck_since_ms), (5_000, Some(70_000)));
     }
 }

@@ -579,7 +579,9 @@ pub enum FailureKind {
 /// Shard → control.
 #[derive(Debug)]
 pub enum ShardEvent {
-    /// Periodic report: progress of every partition, new mapping segments, counters.
+    /// Periodic report: new mapping segments, counters, and the progress of the partitions
+    /// whose progress changed since the last report (every partition in a shard's first
+    /// report and after a refused one): a partition left out stands where it stood.
     Report {
         shard: usize,
         progress: Vec<PartitionProgress>,

@@ -166,6 +166,40 @@ pub fn plan_discovery(
     plan
 }
 
+/// The partitions of `start` (a [`DiscoveryPlan`]'s, by source topic) whose remote partition the
+/// target shows (`remote_counts`, by remote topic), which start now, and the others, which wait
+/// for theirs (a remote topic just created or grown, that metadata does not show complete yet;
+/// in a group, a member waiting for the one that manages the target). The partitions of topics
+/// whose remote topic could not be created (`creation_failed`: reported stopped) are in
+/// neither.
+pub fn split_startable<'t>(
+    source: &'t [SourceTopic],
+    start: &BTreeMap<String, Vec<i32>>,
+    remote_counts: &BTreeMap<String, usize>,
+    remote_name: &dyn Fn(&str) -> String,
+    creation_failed: &dyn Fn(&str) -> bool,
+) -> (Vec<(&'t SourceTopic, i32)>, Vec<TopicPartition>) {
+    let mut ready = Vec::new();
+    let mut waiting = Vec::new();
+    for t in source {
+        let Some(parts) = start.get(&t.name) else {
+            continue;
+        };
+        let have = remote_counts
+            .get(&remote_name(&t.name))
+            .copied()
+            .unwrap_or(0);
+        for &p in parts {
+            if usize::try_from(p).is_ok_and(|p| p < have) {
+                ready.push((t, p));
+            } else if !creation_failed(&t.name) {
+                waiting.push(TopicPartition::new(&t.name, p));
+            }
+        }
+    }
+    (ready, waiting)
+}
+
 fn passes_common_filters(e: &ConfigEntry, filter: &ConfigPropertyFilter) -> bool {
     !e.read_only
         && !e.sensitive
@@ -859,6 +893,49 @@ mod tests {
             }
             prop_assert_eq!(plan_discovery(&source, &target, &known, &remote), DiscoveryPlan::default());
         }
+    }
+
+    #[test]
+    fn partitions_whose_remote_partition_is_not_shown_wait_for_the_next_pass() {
+        let topic = |name: &str, n: i32| SourceTopic {
+            name: name.into(),
+            topic_id: [1; 16],
+            partitions: (0..n).collect(),
+        };
+        let source = [topic("big", 5_001), topic("new", 2), topic("bad", 3)];
+        let start: BTreeMap<String, Vec<i32>> = [
+            ("big".to_string(), (4_998..5_001).collect()),
+            ("new".to_string(), vec![0, 1]),
+            ("bad".to_string(), vec![0, 1, 2]),
+        ]
+        .into();
+        // The remote of `big` created with 5 000 partitions, its growth not shown yet; that of
+        // `new` not shown at all; that of `bad` could not be created.
+        let counts: BTreeMap<String, usize> = [("A.big".to_string(), 5_000)].into();
+        let remote = |t: &str| format!("A.{t}");
+        let (ready, waiting) =
+            split_startable(&source, &start, &counts, &remote, &|t: &str| t == "bad");
+        let ready: Vec<(&str, i32)> = ready.iter().map(|(t, p)| (t.name.as_str(), *p)).collect();
+        assert_eq!(ready, vec![("big", 4_998), ("big", 4_999)]);
+        assert_eq!(
+            waiting,
+            vec![
+                TopicPartition::new("big", 5_000),
+                TopicPartition::new("new", 0),
+                TopicPartition::new("new", 1),
+            ]
+        );
+        // Once the target shows them, they start and none waits.
+        let counts: BTreeMap<String, usize> =
+            [("A.big".to_string(), 5_001), ("A.new".to_string(), 2)].into();
+        let (ready, waiting) = split_startable(&source, &start, &counts, &remote, &|_: &str| false);
+        assert_eq!(ready.len(), 5);
+        assert_eq!(
+            waiting,
+            (0..3)
+                .map(|p| TopicPartition::new("bad", p))
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]

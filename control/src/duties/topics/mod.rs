@@ -38,7 +38,7 @@ pub use decide::{
     DiscoveryPlan, Growth, KnownTopic, PARTITIONS_PER_REQUEST, Recreation, SourceTopic,
     StartDecision, acls_to_sync, config_sync_ops, creation_configs, creation_requests,
     decide_start, drop_unknown_configs, earlier_range_serves, growth_steps,
-    is_permanent_creation_error, max_message_bytes, plan_discovery, why_unknown,
+    is_permanent_creation_error, max_message_bytes, plan_discovery, split_startable, why_unknown,
 };
 
 use crate::cluster::{
@@ -81,6 +81,8 @@ pub enum TopicError {
         cluster: String,
         partition: TopicPartition,
         why: String,
+        /// A later pass may read them (a leader moving, a broker still creating the log).
+        retriable: bool,
     },
 }
 
@@ -194,7 +196,13 @@ pub struct TopicSync {
     /// What the last full discovery pass read of the source, for the start of partitions the
     /// group assigns soon after ([`TopicSync::discover_assigned`]).
     seen: Option<SourceSeen>,
+    /// Partitions the last discovery pass was to start but left for the next one
+    /// ([`TopicSync::unstarted`]).
+    unstarted: usize,
 }
+
+/// A partition a discovery pass starts: its source topic, number and log range.
+type Ready<'t> = (&'t SourceTopic, i32, (i64, i64));
 
 /// What a discovery pass read of the source: the flow's topics, and the log ranges of the
 /// partitions it was to start.
@@ -243,6 +251,7 @@ impl TopicSync {
             manages_target: true,
             recover: BTreeSet::new(),
             seen: None,
+            unstarted: 0,
         }
     }
 
@@ -280,6 +289,13 @@ impl TopicSync {
         self.configs = fresh.configs;
         self.target_configs = fresh.target_configs;
         self.acls = fresh.acls;
+    }
+
+    /// How many partitions the last discovery pass was to start but could not, leaving them
+    /// for the next pass: their remote partition was not shown yet (a remote topic just created
+    /// or grown), or their source offsets could not be read. `--until-caught-up` waits for them.
+    pub fn unstarted(&self) -> usize {
+        self.unstarted
     }
 
     /// The source topics managed so far.
@@ -422,7 +438,14 @@ impl TopicSync {
                     .map(|p| TopicPartition::new(&r.topic, *p)),
             );
         }
-        let to_start = self.startable(io, &topics, &d, &target_counts);
+        let failures = &self.creation_failures;
+        let (to_start, waiting) = split_startable(
+            &topics,
+            &d.start,
+            &target_counts,
+            &*plan.remote_name,
+            &|t| failures.contains_key(t),
+        );
         need_offsets.extend(
             to_start
                 .iter()
@@ -450,19 +473,8 @@ impl TopicSync {
             }
         };
 
-        // The first pass fails the run when a partition's offsets cannot be read; later passes
-        // leave the partition for the next one.
-        let mut ready = Vec::with_capacity(to_start.len());
-        for (t, p) in to_start {
-            match offsets.range(io, &TopicPartition::new(&t.name, p)) {
-                Ok(range) => ready.push((t, p, range)),
-                Err(e) if self.discovered => {
-                    tracing::warn!("{e}; retrying at the next discovery");
-                }
-                Err(e) => return Err(e),
-            }
-        }
         let first_pass = !self.discovered;
+        let ready = self.with_ranges(io, to_start, waiting, &offsets, first_pass)?;
         self.discovered = true;
         let target_ends = remote_log_ends(io, &ready).await;
         for (t, p, range) in ready {
@@ -536,30 +548,40 @@ impl TopicSync {
         Ok(!d.create.is_empty() || !d.grow.is_empty())
     }
 
-    /// The partitions discovery would start whose remote partition exists.
-    fn startable<'t>(
-        &self,
+    /// The partitions of `to_start` whose source log range is known, with it. The others are
+    /// left for the next pass with `waiting` (their remote partition not shown yet), and
+    /// counted ([`TopicSync::unstarted`]); those the first pass leaves start later with the
+    /// crash recovery it gives. The first pass fails instead when a partition's offsets cannot
+    /// be read for a reason a retry cannot change.
+    fn with_ranges<'t>(
+        &mut self,
         io: &FlowIo<'_>,
-        topics: &'t [SourceTopic],
-        d: &DiscoveryPlan,
-        target_counts: &BTreeMap<String, usize>,
-    ) -> Vec<(&'t SourceTopic, i32)> {
-        let mut to_start = Vec::new();
-        for t in topics {
-            let Some(parts) = d.start.get(&t.name) else {
-                continue;
-            };
-            let remote = (io.plan.remote_name)(&t.name);
-            let have = target_counts.get(&remote).copied().unwrap_or(0);
-            for &p in parts {
-                if usize::try_from(p).is_ok_and(|p| p < have) {
-                    to_start.push((t, p));
-                } else if !self.creation_failures.contains_key(&t.name) {
-                    tracing::debug!(topic = %remote, partition = p, "remote partition not there yet");
+        to_start: Vec<(&'t SourceTopic, i32)>,
+        waiting: Vec<TopicPartition>,
+        offsets: &SourceOffsets,
+        first_pass: bool,
+    ) -> Result<Vec<Ready<'t>>, TopicError> {
+        if !waiting.is_empty() {
+            tracing::info!(flow = %io.flow(), partitions = waiting.len(), first = %waiting[0], "remote partitions not shown by the target yet; starting them at the next discovery");
+        }
+        let mut left = waiting;
+        let mut ready = Vec::with_capacity(to_start.len());
+        for (t, p) in to_start {
+            let tp = TopicPartition::new(&t.name, p);
+            match offsets.range(io, &tp) {
+                Ok(range) => ready.push((t, p, range)),
+                Err(e @ TopicError::Offsets { retriable, .. }) if !first_pass || retriable => {
+                    tracing::warn!("{e}; retrying at the next discovery");
+                    left.push(tp);
                 }
+                Err(e) => return Err(e),
             }
         }
-        to_start
+        self.unstarted = left.len();
+        if first_pass {
+            self.recover.extend(left);
+        }
+        Ok(ready)
     }
 
     /// The partitions of recreated topics: the control loop restarts or stops them.
@@ -1214,19 +1236,25 @@ impl SourceOffsets {
 
     /// `(log start, log end)` of `tp`, or why it is not known.
     fn range(&self, io: &FlowIo<'_>, tp: &TopicPartition) -> Result<(i64, i64), TopicError> {
+        self.range_of(tp)
+            .map_err(|(why, retriable)| TopicError::Offsets {
+                flow: io.flow(),
+                cluster: io.plan.source.clone(),
+                partition: tp.clone(),
+                why,
+                retriable,
+            })
+    }
+
+    /// `(log start, log end)` of `tp`, or why not and whether a later read may succeed (a
+    /// partition missing from the answers may: its broker did not answer).
+    fn range_of(&self, tp: &TopicPartition) -> Result<(i64, i64), (String, bool)> {
         let lo = self.earliest.get(tp).map(|r| r.as_ref().map(|v| *v));
         let hi = self.latest.get(tp).map(|r| r.as_ref().map(|v| *v));
         match (lo, hi) {
             (Some(Ok(lo)), Some(Ok(hi))) => Ok((lo, hi)),
-            (lo, hi) => Err(TopicError::Offsets {
-                flow: io.flow(),
-                cluster: io.plan.source.clone(),
-                partition: tp.clone(),
-                why: match (lo, hi) {
-                    (Some(Err(e)), _) | (_, Some(Err(e))) => e.to_string(),
-                    _ => "no answer".into(),
-                },
-            }),
+            (Some(Err(e)), _) | (_, Some(Err(e))) => Err((e.to_string(), e.is_retriable())),
+            _ => Err(("no answer".into(), true)),
         }
     }
 }
@@ -1357,6 +1385,35 @@ mod tests {
         // Reading the remote configs every 10 s does not postpone the sync due at 30 s.
         assert_eq!(sync.due(t0 + Duration::from_secs(30)).configs, Some(true));
         assert_eq!(sync.due(t0 + Duration::from_secs(40)).configs, Some(false));
+    }
+
+    #[test]
+    fn an_offsets_error_says_whether_a_later_pass_may_read_them() {
+        use crate::cluster::Context;
+        let tp = |p| TopicPartition::new("t", p);
+        let kafka = |code| {
+            ClusterError::kafka(Context::new("A", "ListOffsets").topic("t"), code, None).unwrap()
+        };
+        let offsets = SourceOffsets {
+            earliest: BTreeMap::from([
+                (tp(0), Ok(0)),
+                (tp(1), Ok(0)),
+                (tp(2), Err(kafka(29))),
+                (tp(3), Ok(0)),
+            ]),
+            latest: BTreeMap::from([
+                (tp(0), Ok(7)),
+                // NOT_LEADER_OR_FOLLOWER: a broker still creating the log, a leader moving.
+                (tp(1), Err(kafka(6))),
+                (tp(3), Ok(2)),
+            ]),
+        };
+        assert_eq!(offsets.range_of(&tp(0)), Ok((0, 7)));
+        assert!(matches!(offsets.range_of(&tp(1)), Err((_, true))));
+        // TOPIC_AUTHORIZATION_FAILED: no later pass changes it.
+        assert!(matches!(offsets.range_of(&tp(2)), Err((why, false)) if why.contains("uthoriz")));
+        // No answer for the partition at all.
+        assert_eq!(offsets.range_of(&tp(4)), Err(("no answer".into(), true)));
     }
 
     fn seen_at(at: Instant) -> SourceSeen {

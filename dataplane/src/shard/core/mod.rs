@@ -131,6 +131,9 @@ pub(crate) struct Owned {
     unreported_failure: bool,
     /// Exactly-once: sealed for a commit, [`ShardEvent::Sealed`] not yet sent.
     sealing: bool,
+    /// The progress last put in a report: a report carries only partitions whose progress
+    /// changed (at ten thousand idle partitions, full reports were most of control's work).
+    reported: Option<super::PartitionProgress>,
 }
 
 /// The shard's state machine.
@@ -158,6 +161,9 @@ pub struct ShardCore {
     /// Events for control, bounded by `max_pending_events` (see [`ShardCore::poll_event`]).
     outbox: VecDeque<ShardEvent>,
     report: Option<ShardEvent>,
+    /// The next report carries every partition, changed or not: a report was refused (control
+    /// never saw the changes it carried).
+    report_all: bool,
     next_report: Instant,
     shutdown_since: Option<Instant>,
     /// The group member's lease ([`ShardCommand::Lease`]): no Produce is sent from then on.
@@ -172,6 +178,7 @@ impl ShardCore {
     pub fn new(cfg: ShardConfig, now: Instant, seed: u64) -> Self {
         let summary = Duration::from_millis(cfg.incident_summary_interval_ms.max(1));
         ShardCore {
+            report_all: true,
             next_report: now + Duration::from_millis(cfg.report_interval_ms),
             cfg,
             parts: BTreeMap::new(),
@@ -223,7 +230,7 @@ impl ShardCore {
         self.fetches.reserved
     }
 
-    /// The progress of every owned partition, as the next report will carry it.
+    /// The progress of every owned partition (a report carries the changed ones).
     pub fn progress(&self) -> Vec<super::PartitionProgress> {
         self.parts.values().map(|o| o.p.progress()).collect()
     }
@@ -296,11 +303,13 @@ impl ShardCore {
     }
 
     /// Control's channel was full: the report's mapping segments go back to their partitions
-    /// (ahead of newer ones) for the next report; progress is read afresh anyway. Any other
-    /// event is queued again at the front.
+    /// (ahead of newer ones) for the next report, and the next report carries every
+    /// partition's progress (control missed the changes this one carried). Any other event is
+    /// queued again at the front.
     pub fn handle_event_refused(&mut self, event: ShardEvent) {
         match event {
             ShardEvent::Report { mappings, .. } => {
+                self.report_all = true;
                 for (k, m) in mappings {
                     if let Some(o) = self.parts.get_mut(&k) {
                         o.p.restore_mappings(m);
@@ -431,6 +440,7 @@ impl ShardCore {
                 revoking: false,
                 unreported_failure: false,
                 sealing: false,
+                reported: None,
             },
         );
     }
@@ -471,6 +481,10 @@ impl ShardCore {
         self.finish_seals();
         if now >= self.next_report {
             self.next_report = now + Duration::from_millis(self.cfg.report_interval_ms);
+            if let Some(unsent) = self.report.take() {
+                // Never polled: its segments and changes go into this one.
+                self.handle_event_refused(unsent);
+            }
             self.report = Some(self.build_report());
         }
         if let Some(since) = self.shutdown_since {
@@ -526,19 +540,28 @@ impl ShardCore {
         }
     }
 
+    /// The report: new mapping segments, and the progress of the partitions whose progress
+    /// changed since the last report (of every partition after a refused one).
     fn build_report(&mut self) -> ShardEvent {
         let mut mappings = Vec::new();
+        let mut progress = Vec::new();
+        let all = std::mem::take(&mut self.report_all);
         for (k, o) in self.parts.iter_mut() {
             let m = o.p.take_mappings();
             if !m.is_empty() {
                 mappings.push((k.clone(), m));
+            }
+            let now = o.p.progress();
+            if all || o.reported.as_ref() != Some(&now) {
+                o.reported = Some(now.clone());
+                progress.push(now);
             }
         }
         self.stats.buffered_bytes = self.in_use.get() as u64;
         self.stats.memory_budget_bytes = self.cfg.memory_budget_bytes as u64;
         ShardEvent::Report {
             shard: self.cfg.index,
-            progress: self.progress(),
+            progress,
             mappings,
             stats: self.stats.clone(),
         }

@@ -16,7 +16,7 @@ use crate::batch::{BatchBuilder, Compression, RawBatch, Record, decode_records};
 use crate::io::IoBackend;
 use crate::shard::backoff::Jitter;
 use crate::shard::channel::{
-    Acks, Assignment, ClusterEndpoint, FetchSettings, IsolationLevel, PartitionKey,
+    Acks, Assignment, ClusterEndpoint, FetchSettings, IsolationLevel, MappingSegment, PartitionKey,
     PartitionProgress, ProduceSettings, ShardCommand, ShardConfig, ShardEvent, Transactional,
 };
 use crate::shard::core::{
@@ -212,6 +212,9 @@ struct PartView {
     changed_at_ms: u64,
     paused_until: Option<Instant>,
     revoking: bool,
+    /// The last report of the partition named a stall (a report carries only partitions whose
+    /// progress changed: the view holds what control would know).
+    stalled: bool,
 }
 
 /// The result of one seed.
@@ -1626,12 +1629,7 @@ impl World {
                         });
                         return;
                     }
-                    for (k, segs) in &mappings {
-                        self.check_mappings(k.partition as usize, segs);
-                    }
-                    for pr in &progress {
-                        self.check_progress(pr);
-                    }
+                    self.check_report(&progress, &mappings);
                 }
                 ShardEvent::PartitionFailed { key, error, .. } => {
                     self.fail(format!("{key} failed: {error}"));
@@ -1665,6 +1663,7 @@ impl World {
                         changed_at_ms: ms,
                         paused_until: None,
                         revoking: false,
+                        stalled: false,
                     };
                     self.out.reassignments += 1;
                     self.log(|| format!("revoked p{p} at {next_offset}; assigned again"));
@@ -1743,25 +1742,49 @@ impl World {
             self.log(|| line);
         }
         let ms = self.ms();
+        self.views[p].stalled = pr.stall.is_some();
         // Progress is either side moving: records acknowledged, or records fetched.
         if pr.next_offset != view.next || pr.fetch_offset != view.fetched {
             self.views[p].next = pr.next_offset;
             self.views[p].fetched = pr.fetch_offset;
             self.views[p].changed_at_ms = ms;
-            return;
         }
-        let idle = ms - view.changed_at_ms;
-        if pr.next_offset < self.source_end(p)
+    }
+
+    /// A report control took: its segments and progress, then every partition, reported or
+    /// not (one left out stands where its last report put it).
+    fn check_report(
+        &mut self,
+        progress: &[PartitionProgress],
+        mappings: &[(PartitionKey, Vec<MappingSegment>)],
+    ) {
+        for (k, segs) in mappings {
+            self.check_mappings(k.partition as usize, segs);
+        }
+        for pr in progress {
+            self.check_progress(pr);
+        }
+        for p in 0..PARTITIONS {
+            self.check_moving(p);
+        }
+    }
+
+    /// Control's view of partition `p` after a report: moving, caught up, paused, revoking, or
+    /// stalled with a reason; never behind and silent for [`STUCK_MS`].
+    fn check_moving(&mut self, p: usize) {
+        let view = self.views[p];
+        let idle = self.ms() - view.changed_at_ms;
+        if view.next < self.source_end(p)
             && view.paused_until.is_none()
             && !view.revoking
             && idle > STUCK_MS
-            && pr.stall.is_none()
+            && !view.stalled
         {
             self.fail(format!(
-                "p{p}: no progress for {idle} ms at {} of {} and no stall reason ({pr:?}; {})",
-                pr.next_offset,
+                "p{p}: no progress for {idle} ms at {} of {} and no stall reason ({})",
+                view.next,
                 self.source_end(p),
-                self.core.describe(&pr.key)
+                self.core.describe(&Self::key(p))
             ));
         }
     }
