@@ -46,6 +46,9 @@ struct FetchInFlight {
     /// The partitions the request covers: all those in the group's session (named in it or
     /// not), less those forgotten since ([`ShardCore::forget_fetched`]).
     sent: Vec<PartitionKey>,
+    /// An incremental fetch: the broker leaves out the partitions with nothing new. A full
+    /// fetch is answered for every partition it names, so one left out learns nothing.
+    incremental: bool,
     /// `max_wait_ms` after sending plus [`UNANSWERED_STALL`]: a broker silent past it is
     /// reported as a stall long before `request.timeout.ms` abandons the request.
     answer_due: Instant,
@@ -234,6 +237,7 @@ impl ShardCore {
                 generation,
                 reserved: reserve,
                 sent: keys,
+                incremental: !plan.full,
                 answer_due: now
                     + Duration::from_millis(u64::try_from(settings.max_wait_ms).unwrap_or(0))
                     + UNANSWERED_STALL,
@@ -349,7 +353,7 @@ impl ShardCore {
             Ok(frame) => {
                 self.broker_answered(f.group.broker, now);
                 if self.session_answered(f.group, &frame.response, now) {
-                    self.on_fetch_response(f.group, &f.sent, frame, now);
+                    self.on_fetch_response(&f, frame, now);
                 }
             }
             Err(e @ WireError::UnsupportedVersion { .. }) => {
@@ -480,13 +484,8 @@ impl ShardCore {
         }
     }
 
-    fn on_fetch_response(
-        &mut self,
-        group: FetchGroup,
-        sent: &[PartitionKey],
-        frame: FetchedFrame,
-        now: Instant,
-    ) {
+    fn on_fetch_response(&mut self, f: &FetchInFlight, frame: FetchedFrame, now: Instant) {
+        let (group, sent) = (f.group, &f.sent);
         self.stats.fetch_bytes += frame.frame_bytes as u64;
         let resp = frame.response;
         if resp.error_code != 0 {
@@ -497,8 +496,11 @@ impl ShardCore {
             return;
         }
         // Every partition of the session may be answered, named in the request or not; one
-        // left out has nothing new.
+        // left out of an incremental answer has nothing new.
         let answered = self.take_fetch_response(group, sent, resp, frame.frame_bytes, now);
+        if !f.incremental {
+            return;
+        }
         for k in sent {
             if !answered.contains(k)
                 && let Some(o) = self.parts.get_mut(k)
