@@ -317,26 +317,35 @@ impl FetchSession {
     }
 
     /// The request in flight was lost: not sent, failed, abandoned with its connection or
-    /// timed out. Whether the broker applied it is unknown, so the next fetch is full.
-    pub fn handle_failure(&mut self) {
+    /// timed out. Whether the broker applied it is unknown, so the next fetch is full. Returns
+    /// whether that ended a session (the lost request was incremental).
+    pub fn handle_failure(&mut self) -> bool {
         self.stale = false;
-        let close = match (self.in_flight.take(), self.mode) {
+        let in_flight = self.in_flight.take();
+        let ended = matches!(in_flight, Some((_, epoch)) if epoch > 0)
+            || matches!(self.mode, Mode::Incremental { .. });
+        let close = match (in_flight, self.mode) {
             (Some((id, _)), _) | (None, Mode::Incremental { id, .. }) => id,
             (None, _) => 0,
         };
         self.restart(close);
+        ended
     }
 
     /// Sends the next fetch full: a partition's state was replaced while in the session (the
     /// broker holds high watermarks the new state never saw, and would not answer them again).
-    pub fn reset(&mut self) {
+    /// Returns whether that ended a session now; with a request in flight, its answer does
+    /// ([`Answer::Reset`]).
+    pub fn reset(&mut self) -> bool {
         if self.in_flight.is_some() {
             // The answer may continue or open a session holding the old state.
             self.stale = true;
         } else if let Mode::Incremental { id, .. } = self.mode {
             self.mode = Mode::Open { close: id };
+            return true;
         }
         // Otherwise the next fetch is full already.
+        false
     }
 
     fn restart(&mut self, close: i32) -> Answer {
@@ -516,6 +525,31 @@ mod tests {
         assert_eq!(s.handle_response(0, 6, 0, 0, now), Answer::Reset);
         let r = s.build(&w, now);
         assert_eq!((r.session_id, r.session_epoch, r.full), (6, 0, true));
+    }
+
+    #[test]
+    fn only_what_ends_a_session_counts_as_a_reset() {
+        let now = Instant::now();
+        let w = wanted(&[(0, 10), (1, 20)]);
+        let mut s = FetchSession::default();
+        // A lost incremental fetch ends its session, a lost opening one none.
+        s.build(&w, now);
+        s.handle_response(0, 6, 0, 2, now);
+        s.build(&w, now);
+        assert!(s.handle_failure());
+        s.build(&w, now);
+        assert!(!s.handle_failure());
+        // A replaced state ends a session at once only with nothing in flight (else the
+        // answer does, as a reset).
+        s.build(&w, now);
+        s.handle_response(0, 7, 0, 2, now);
+        assert!(s.reset());
+        assert!(!s.reset());
+        s.build(&w, now);
+        s.handle_response(0, 8, 0, 2, now);
+        s.build(&w, now);
+        assert!(!s.reset());
+        assert_eq!(s.handle_response(0, 8, 0, 0, now), Answer::Reset);
     }
 
     #[test]

@@ -392,8 +392,9 @@ impl ShardCore {
 
     /// The group's fetch in flight was lost: the next one is full.
     fn session_lost(&mut self, group: FetchGroup) {
-        if let Some(session) = self.fetches.sessions.get_mut(&group) {
-            session.handle_failure();
+        if let Some(session) = self.fetches.sessions.get_mut(&group)
+            && session.handle_failure()
+        {
             self.stats.fetch_session_resets += 1;
         }
     }
@@ -478,8 +479,8 @@ impl ShardCore {
             f.sent.retain(|k| k != key);
         }
         for s in self.fetches.sessions.values_mut() {
-            if s.holds(key) {
-                s.reset();
+            if s.holds(key) && s.reset() {
+                self.stats.fetch_session_resets += 1;
             }
         }
     }
