@@ -22,7 +22,8 @@
 //! [`SESSIONLESS_RETRY`].
 //!
 //! Sans-IO and bounded: the state is the map of the partitions in the session, no larger than
-//! the group; the core drops a group's session when the group goes away. Apache Kafka's
+//! the group; the core parks a group's session when the group goes away (it keeps the id only, to
+//! close the session on the broker with its next full fetch). Apache Kafka's
 //! `FetchSessionHandler` (clients) and `FetchSession` (server) are the reference for the
 //! behaviour; this is our own code.
 
@@ -348,6 +349,21 @@ impl FetchSession {
         false
     }
 
+    /// The group has no partition to fetch (paused, failed, moved to other brokers): forgets
+    /// them, and remembers the session's id for the next full fetch to close on the broker,
+    /// whose cache has room for a bounded number of sessions shared by every client. Returns
+    /// whether there is anything to remember (else the session may be dropped). Not with a
+    /// request in flight.
+    pub fn park(&mut self) -> bool {
+        debug_assert!(self.in_flight.is_none(), "parked with a fetch in flight");
+        self.partitions = HashMap::new();
+        self.stale = false;
+        if let Mode::Incremental { id, .. } = self.mode {
+            self.mode = Mode::Open { close: id };
+        }
+        matches!(self.mode, Mode::Open { close } if close != 0)
+    }
+
     fn restart(&mut self, close: i32) -> Answer {
         self.mode = Mode::Open { close };
         Answer::Reset
@@ -525,6 +541,23 @@ mod tests {
         assert_eq!(s.handle_response(0, 6, 0, 0, now), Answer::Reset);
         let r = s.build(&w, now);
         assert_eq!((r.session_id, r.session_epoch, r.full), (6, 0, true));
+    }
+
+    #[test]
+    fn a_parked_session_is_closed_by_the_next_full_fetch() {
+        let now = Instant::now();
+        let w = wanted(&[(0, 10), (1, 20)]);
+        let mut s = FetchSession::default();
+        s.build(&w, now);
+        s.handle_response(0, 5, 0, 2, now);
+        assert!(s.park(), "session 5 is still open on the broker");
+        assert!(s.is_empty() && s.next_is_full(now));
+        assert!(s.park(), "parked again: still to close");
+        let r = s.build(&w, now);
+        assert_eq!((r.session_id, r.session_epoch, r.full), (5, 0, true));
+        assert_eq!(names(&r.send), [0, 1]);
+        // Without a session to close there is nothing to keep.
+        assert!(!FetchSession::default().park());
     }
 
     #[test]

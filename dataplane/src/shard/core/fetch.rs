@@ -63,7 +63,8 @@ pub(super) struct Fetches {
     busy: HashMap<FetchGroup, RequestId>,
     /// When each group last sent a request (see [`defer_idle_fetch`]).
     sent_at: HashMap<FetchGroup, Instant>,
-    /// Each group's fetch session, dropped when the group has no partitions left.
+    /// Each group's fetch session, parked when the group has no partitions left: at most one
+    /// per source broker, flow and isolation level, as many as the groups there can be.
     sessions: HashMap<FetchGroup, FetchSession>,
     /// Bytes reserved by fetches in flight (their `max_bytes`).
     pub(super) reserved: usize,
@@ -95,10 +96,11 @@ impl ShardCore {
         }
         let groups = self.fetch_groups();
         let group_count = groups.len();
+        // A group gone parks its session (the next full fetch closes it on the broker).
         let busy = &self.fetches.busy;
         self.fetches
             .sessions
-            .retain(|g, _| groups.contains_key(g) || busy.contains_key(g));
+            .retain(|g, s| groups.contains_key(g) || busy.contains_key(g) || s.park());
         for (group, plan) in groups {
             if plan.keys.is_empty() || self.fetches.busy.contains_key(&group) {
                 continue;
