@@ -205,7 +205,10 @@ impl ShardCore {
         let reserve = max_bytes + response_overhead(keys.len());
         for k in &keys {
             // A stall (waiting for memory, say) ends with the answer, which every partition of
-            // the session has: its slice, or nothing new.
+            // the session has: its slice, or nothing new. Not here: a stall is one incident
+            // since the partition last moved (a memory wait can follow an unknown leader), and
+            // a fetch sent has not moved it yet; cleared here, a partition stuck for long would
+            // report no reason while the fetch is out (the simulation caught it, 8 s stuck).
             if let Some(o) = self.parts.get_mut(k) {
                 o.p.fetch_started();
             }
