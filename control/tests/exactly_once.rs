@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use strait_tests::api::{api_addr, call, eventually};
 use strait_tests::http::request;
-use strait_tests::log::create_topic;
+use strait_tests::log::{create_topic, try_offsets};
 use strait_tests::strait::{Strait, run_strait};
 use strait_tests::{
     Testbed, committed_values, own_flow_config, tally, unique, verifiable_producer,
@@ -411,7 +411,18 @@ fn frozen_past_the_transaction_timeout_it_takes_its_partitions_over_again() {
     let s = Strait::start(Path::new(STRAIT), &cfg, &[]);
     s.wait_taken_over(partitions as usize);
     let mut producer = verifiable_producer(Testbed::get().source(), &topic, records, 1_000);
-    std::thread::sleep(Duration::from_secs(3));
+    // Frozen while it copies, in an open transaction. A fixed 3 s here was once shorter than
+    // the producer's start on a loaded machine (its JVM alone takes 2 s on an idle one): strait
+    // was frozen idle, no transaction was open to time out, and the test waited in vain.
+    eventually(60, "records copied into an open transaction", || {
+        let copied: i64 = try_offsets(Testbed::get().target(), &remote)
+            .unwrap_or_default()
+            .iter()
+            .map(|(start, end)| end - start)
+            .sum();
+        (copied > 0).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(1));
     s.signal("STOP");
     std::thread::sleep(Duration::from_secs(25));
     s.signal("CONT");
