@@ -426,15 +426,22 @@ fn frozen_past_the_transaction_timeout_it_takes_its_partitions_over_again() {
     s.signal("STOP");
     std::thread::sleep(Duration::from_secs(25));
     s.signal("CONT");
-    let log = eventually(
-        60,
-        "a transaction found timed out and taken over again",
-        || {
-            let log = s.stderr();
-            log.contains("the coordinator aborted the transaction for its timeout")
-                .then_some(log)
-        },
-    );
+    let thawed = Instant::now();
+    let log = loop {
+        let log = s.stderr();
+        if log.contains("the coordinator aborted the transaction for its timeout") {
+            break log;
+        }
+        assert!(
+            thawed.elapsed() < Duration::from_secs(60),
+            "no transaction found timed out and taken over again 60 s after the thaw; strait's log:\n{}",
+            log.lines()
+                .filter(|l| !l.contains(" DEBUG ") && !l.contains(" TRACE "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
     let stopped: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("ERROR") && l.contains("fenced"))
