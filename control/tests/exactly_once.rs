@@ -411,18 +411,20 @@ fn frozen_past_the_transaction_timeout_it_takes_its_partitions_over_again() {
     let s = Strait::start(Path::new(STRAIT), &cfg, &[]);
     s.wait_taken_over(partitions as usize);
     let mut producer = verifiable_producer(Testbed::get().source(), &topic, records, 1_000);
-    // Frozen while it copies, in an open transaction. A fixed 3 s here was once shorter than
-    // the producer's start on a loaded machine (its JVM alone takes 2 s on an idle one): strait
-    // was frozen idle, no transaction was open to time out, and the test waited in vain.
-    eventually(60, "records copied into an open transaction", || {
-        let copied: i64 = try_offsets(Testbed::get().target(), &remote)
+    // Frozen while it copies, in an open transaction: once the producer writes, and 2 s more.
+    // A fixed 3 s after spawning the producer was once shorter than its start on a
+    // loaded machine (its JVM alone takes 2 s on an idle one): strait was frozen idle, no
+    // transaction was open to time out, and the test waited in vain (main as well as with
+    // fetch sessions). The remote topic's end offset is no sign: a take-over's marker moves it.
+    eventually(60, "the producer writing", || {
+        let written: i64 = try_offsets(Testbed::get().source(), &topic)
             .unwrap_or_default()
             .iter()
             .map(|(start, end)| end - start)
             .sum();
-        (copied > 0).then_some(())
+        (written > 0).then_some(())
     });
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(Duration::from_secs(2));
     s.signal("STOP");
     std::thread::sleep(Duration::from_secs(25));
     s.signal("CONT");
