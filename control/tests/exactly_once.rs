@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use strait_tests::api::{api_addr, call, eventually};
 use strait_tests::http::request;
-use strait_tests::log::create_topic;
+use strait_tests::log::{create_topic, try_offsets};
 use strait_tests::strait::{Strait, run_strait};
 use strait_tests::{
     Testbed, committed_values, own_flow_config, tally, unique, verifiable_producer,
@@ -411,19 +411,39 @@ fn frozen_past_the_transaction_timeout_it_takes_its_partitions_over_again() {
     let s = Strait::start(Path::new(STRAIT), &cfg, &[]);
     s.wait_taken_over(partitions as usize);
     let mut producer = verifiable_producer(Testbed::get().source(), &topic, records, 1_000);
-    std::thread::sleep(Duration::from_secs(3));
+    // Frozen while it copies, in an open transaction: once the producer writes, and 2 s more.
+    // A fixed 3 s after spawning the producer was once shorter than its start on a
+    // loaded machine (its JVM alone takes 2 s on an idle one): strait was frozen idle, no
+    // transaction was open to time out, and the test waited in vain (main as well as with
+    // fetch sessions). The remote topic's end offset is no sign: a take-over's marker moves it.
+    eventually(60, "the producer writing", || {
+        let written: i64 = try_offsets(Testbed::get().source(), &topic)
+            .unwrap_or_default()
+            .iter()
+            .map(|(start, end)| end - start)
+            .sum();
+        (written > 0).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
     s.signal("STOP");
     std::thread::sleep(Duration::from_secs(25));
     s.signal("CONT");
-    let log = eventually(
-        60,
-        "a transaction found timed out and taken over again",
-        || {
-            let log = s.stderr();
-            log.contains("the coordinator aborted the transaction for its timeout")
-                .then_some(log)
-        },
-    );
+    let thawed = Instant::now();
+    let log = loop {
+        let log = s.stderr();
+        if log.contains("the coordinator aborted the transaction for its timeout") {
+            break log;
+        }
+        assert!(
+            thawed.elapsed() < Duration::from_secs(60),
+            "no transaction found timed out and taken over again 60 s after the thaw; strait's log:\n{}",
+            log.lines()
+                .filter(|l| !l.contains(" DEBUG ") && !l.contains(" TRACE "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
     let stopped: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("ERROR") && l.contains("fenced"))

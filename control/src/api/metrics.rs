@@ -31,6 +31,9 @@ pub const FAMILIES: &[&str] = &[
     "strait_lost_position_resets_total",
     "strait_fetch_requests_total",
     "strait_fetch_bytes_total",
+    "strait_full_fetches_total",
+    "strait_incremental_fetches_total",
+    "strait_fetch_session_resets_total",
     "strait_produce_requests_total",
     "strait_produced_batches_total",
     "strait_produced_records_total",
@@ -217,7 +220,7 @@ fn histograms<'a, L: EncodeLabelSet + 'a>(
 type ShardCounter = (&'static str, &'static str, fn(&ShardStatus) -> u64);
 
 /// The shards' counters.
-const SHARD_COUNTERS: [ShardCounter; 16] = [
+const SHARD_COUNTERS: [ShardCounter; 19] = [
     ("strait_fetch_requests", "Fetch requests sent.", |x| {
         x.fetch_requests
     }),
@@ -225,6 +228,21 @@ const SHARD_COUNTERS: [ShardCounter; 16] = [
         "strait_fetch_bytes",
         "Fetch response bytes received.",
         |x| x.fetch_bytes,
+    ),
+    (
+        "strait_full_fetches",
+        "Fetch requests naming every partition of their fetch group.",
+        |x| x.full_fetches,
+    ),
+    (
+        "strait_incremental_fetches",
+        "Fetch requests of a fetch session naming only the partitions changed (KIP-227).",
+        |x| x.incremental_fetches,
+    ),
+    (
+        "strait_fetch_session_resets",
+        "Fetch sessions ended by an error, a lost request or a replaced partition state.",
+        |x| x.fetch_session_resets,
     ),
     ("strait_produce_requests", "Produce requests sent.", |x| {
         x.produce_requests

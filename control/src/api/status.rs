@@ -163,6 +163,12 @@ pub struct ShardStatus {
     pub shard: usize,
     pub fetch_requests: u64,
     pub fetch_bytes: u64,
+    /// Fetch requests naming every partition of their group (opening a fetch session, or
+    /// without one) and incremental ones (KIP-227: only what changed), and fetch sessions
+    /// ended by an error or a lost request.
+    pub full_fetches: u64,
+    pub incremental_fetches: u64,
+    pub fetch_session_resets: u64,
     pub produce_requests: u64,
     pub produced_batches: u64,
     pub produced_records: u64,
@@ -199,6 +205,9 @@ impl ShardStatus {
             shard,
             fetch_requests: s.fetch_requests,
             fetch_bytes: s.fetch_bytes,
+            full_fetches: s.full_fetches,
+            incremental_fetches: s.incremental_fetches,
+            fetch_session_resets: s.fetch_session_resets,
             produce_requests: s.produce_requests,
             produced_batches: s.produced_batches,
             produced_records: s.produced_records,

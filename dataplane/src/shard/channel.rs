@@ -504,6 +504,14 @@ pub struct Stall {
 pub struct ShardStats {
     pub fetch_requests: u64,
     pub fetch_bytes: u64,
+    /// Fetch requests naming every partition of their group (opening a fetch session, or
+    /// without one), and incremental ones (naming only what changed, see
+    /// [`crate::shard::fetch_session`]).
+    pub full_fetches: u64,
+    pub incremental_fetches: u64,
+    /// Fetch sessions ended by an error, a lost request or a replaced partition state (the
+    /// next fetch of the group is full).
+    pub fetch_session_resets: u64,
     pub produce_requests: u64,
     pub produced_batches: u64,
     pub produced_records: u64,

@@ -109,6 +109,30 @@ struct Driver {
 
 /// The first Fetch version with `last_fetched_epoch` (and the diverging epoch in its answer).
 const LAST_FETCHED_EPOCH_VERSION: i16 = 12;
+/// The first Fetch version with fetch sessions (KIP-227).
+const FETCH_SESSION_VERSION: i16 = 7;
+
+/// Removes from a Fetch what `version` cannot carry (the encoder refuses such fields).
+fn fit_fetch(request: &mut FetchRequest, version: i16) {
+    if version < LAST_FETCHED_EPOCH_VERSION {
+        // Brokers before 2.7 cannot check the log against it.
+        for p in request
+            .topics
+            .iter_mut()
+            .flat_map(|t| t.partitions.iter_mut())
+        {
+            p.last_fetched_epoch = -1;
+        }
+    }
+    if version < FETCH_SESSION_VERSION {
+        // Brokers before 1.1 keep no sessions: a sessionless full fetch (the core asks for a
+        // session only in full fetches). Their answer has no session id (0), so the core goes on
+        // with full fetches.
+        request.session_id = 0;
+        request.session_epoch = -1;
+        request.forgotten_topics_data.clear();
+    }
+}
 
 impl Driver {
     fn new(cfg: ShardConfig, commands: Receiver<ShardCommand>, events: Sender<ShardEvent>) -> Self {
@@ -315,16 +339,7 @@ impl Driver {
     ) -> Result<LocalBoxFuture<'static, Result<FetchedFrame, WireError>>, WireError> {
         let conn = self.conn(broker)?;
         let version = conn.version_for::<FetchRequest>()?;
-        if version < LAST_FETCHED_EPOCH_VERSION {
-            // Brokers before 2.7 cannot check the log against it (the encoder refuses it).
-            for p in request
-                .topics
-                .iter_mut()
-                .flat_map(|t| t.partitions.iter_mut())
-            {
-                p.last_fetched_epoch = -1;
-            }
-        }
+        fit_fetch(&mut request, version);
         let pending = conn
             .try_send(&*request, version)?
             .ok_or_else(|| no_slot(conn))?;
@@ -408,5 +423,44 @@ impl std::fmt::Debug for Driver {
             .field("shard", &self.core.index())
             .field("connections", &self.conns.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use bytes::BytesMut;
+    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    use super::*;
+
+    #[test]
+    fn a_fetch_fits_every_version_from_4() {
+        let name = || TopicName(StrBytes::from_static_str("t"));
+        let session_fetch = FetchRequest::default()
+            .with_session_id(12)
+            .with_session_epoch(3)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(name())
+                    .with_partitions(vec![FetchPartition::default().with_last_fetched_epoch(5)]),
+            ])
+            .with_forgotten_topics_data(vec![
+                ForgottenTopic::default()
+                    .with_topic(name())
+                    .with_partitions(vec![1]),
+            ]);
+        assert!(session_fetch.encode(&mut BytesMut::new(), 6).is_err());
+        for version in 4..=12 {
+            let mut r = session_fetch.clone();
+            fit_fetch(&mut r, version);
+            r.encode(&mut BytesMut::new(), version)
+                .unwrap_or_else(|e| panic!("v{version}: {e}"));
+            let sessions = version >= FETCH_SESSION_VERSION;
+            assert_eq!(r.session_epoch == 3, sessions, "v{version}");
+            assert_eq!(r.forgotten_topics_data.is_empty(), !sessions, "v{version}");
+        }
     }
 }

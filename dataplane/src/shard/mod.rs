@@ -4,6 +4,7 @@
 //! - [`channel`]: the commands and events exchanged with the control thread, and the settings.
 //! - [`partition`]: the sans-IO state machine of one partition (fetch → filter → classify →
 //!   rewrite or rebuild → produce → acknowledge).
+//! - [`fetch_session`]: KIP-227 fetch sessions: which partitions a fetch names and forgets.
 //! - [`fetch_size`]: how many bytes a partition asks for per fetch (grows while it is behind).
 //! - [`core`]: the sans-IO state machine of the whole shard (routing, connections, fetch and
 //!   produce requests, retries, deadlines, stall reasons), around the partitions.
@@ -17,6 +18,7 @@ pub mod backoff;
 pub mod channel;
 pub mod core;
 pub mod driver;
+pub mod fetch_session;
 pub mod fetch_size;
 pub mod meta;
 pub mod partition;

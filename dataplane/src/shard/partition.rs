@@ -524,6 +524,18 @@ impl Partition {
             && self.queued_bytes >= per_partition_cap
     }
 
+    /// An incremental fetch answered without this partition, which its fetch session holds:
+    /// nothing new since the broker last answered it (no records, the same high watermark, no
+    /// error), taken as an empty slice is. The fetch succeeded, so a stall it reported ends,
+    /// and an ask grown while behind shrinks back once caught up (as with an empty slice: an
+    /// idle partition would otherwise keep reserving its largest ask in every fetch).
+    pub fn fetched_nothing_new(&mut self) {
+        if self.status == Status::Running && self.fetch_sent_at.take() == Some(self.fetch_offset) {
+            self.source_stall = None;
+            self.fetch_size.observe(0, self.caught_up());
+        }
+    }
+
     /// Takes a partition's slice of a fetch response.
     pub fn handle_fetch(
         &mut self,
@@ -1595,6 +1607,41 @@ mod tests {
         let budget = Rc::new(Cell::new(0));
         let t = FrameTicket::new(1000, &budget);
         (budget, t)
+    }
+
+    #[test]
+    fn nothing_new_in_a_session_is_an_empty_slice() {
+        const MIB: usize = 1 << 20;
+        let mut p = part(0);
+        let mut st = ShardStats::default();
+        let (_budget, t) = ticket();
+        p.fetch_size = FetchSize::new(MIB, 16 * MIB);
+        for _ in 0..3 {
+            p.fetch_size.observe(MIB * 16, false);
+        }
+        assert_eq!(p.fetch_bytes(), 8 * MIB);
+        // Caught up at 3, and a stall reported meanwhile.
+        p.fetch_started();
+        p.handle_fetch(
+            fetched(batch(0, 3, Compression::None), 3),
+            &t,
+            now0(),
+            &mut st,
+        )
+        .unwrap();
+        assert!(p.caught_up());
+        assert_eq!(p.fetch_bytes(), 4 * MIB);
+        p.stall_source(StallReason::SourceUnreachable, "silent", now0());
+        // Answered without it: the stall ends and the ask shrinks as with an empty slice.
+        p.fetch_started();
+        p.fetched_nothing_new();
+        assert!(p.stall().is_none());
+        assert_eq!(p.fetch_bytes(), 2 * MIB);
+        // An answer to a fetch it is no longer in (a seek since) says nothing of it.
+        p.stall_source(StallReason::SourceUnreachable, "silent", now0());
+        p.fetched_nothing_new();
+        assert!(p.stall().is_some());
+        assert_eq!(p.fetch_bytes(), 2 * MIB);
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! Fetching: one Fetch request in flight per (source broker, flow, isolation level) group,
 //! sized from the shard's memory budget, and the partitions' slices of each response handed
-//! to their state machines.
+//! to their state machines. Each group keeps a fetch session with its broker (see
+//! [`crate::shard::fetch_session`]): a fetch names only the partitions added or changed since the
+//! last, and the broker answers only the partitions with something new.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::{BrokerId as KafkaBrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
@@ -16,6 +18,7 @@ use super::{Action, RequestId, ShardCore};
 use crate::shard::channel::{
     FailureKind, FetchSettings, FlowId, IsolationLevel, PartitionKey, StallReason,
 };
+use crate::shard::fetch_session::{Answer, FetchSession, PartitionAsk, SessionRequest};
 use crate::shard::partition::{DivergingEpoch, Fetched, FrameTicket};
 use crate::wire::WireError;
 
@@ -40,7 +43,12 @@ struct FetchInFlight {
     group: FetchGroup,
     generation: u32,
     reserved: usize,
+    /// The partitions the request covers: all those in the group's session (named in it or
+    /// not), less those forgotten since ([`ShardCore::forget_fetched`]).
     sent: Vec<PartitionKey>,
+    /// An incremental fetch: the broker leaves out the partitions with nothing new. A full
+    /// fetch is answered for every partition it names, so one left out learns nothing.
+    incremental: bool,
     /// `max_wait_ms` after sending plus [`UNANSWERED_STALL`]: a broker silent past it is
     /// reported as a stall long before `request.timeout.ms` abandons the request.
     answer_due: Instant,
@@ -55,6 +63,9 @@ pub(super) struct Fetches {
     busy: HashMap<FetchGroup, RequestId>,
     /// When each group last sent a request (see [`defer_idle_fetch`]).
     sent_at: HashMap<FetchGroup, Instant>,
+    /// Each group's fetch session, parked when the group has no partitions left: at most one
+    /// per source broker, flow and isolation level, as many as the groups there can be.
+    sessions: HashMap<FetchGroup, FetchSession>,
     /// Bytes reserved by fetches in flight (their `max_bytes`).
     pub(super) reserved: usize,
     rotation: usize,
@@ -85,6 +96,11 @@ impl ShardCore {
         }
         let groups = self.fetch_groups();
         let group_count = groups.len();
+        // A group gone parks its session (the next full fetch closes it on the broker).
+        let busy = &self.fetches.busy;
+        self.fetches
+            .sessions
+            .retain(|g, s| groups.contains_key(g) || busy.contains_key(g) || s.park());
         for (group, plan) in groups {
             if plan.keys.is_empty() || self.fetches.busy.contains_key(&group) {
                 continue;
@@ -188,8 +204,12 @@ impl ShardCore {
     ) {
         let reserve = max_bytes + response_overhead(keys.len());
         for k in &keys {
+            // A stall (waiting for memory, say) ends with the answer, which every partition of
+            // the session has: its slice, or nothing new. Not here: a stall is one incident
+            // since the partition last moved (a memory wait can follow an unknown leader), and
+            // a fetch sent has not moved it yet; cleared here, a partition stuck for long would
+            // report no reason while the fetch is out (the simulation caught it, 8 s stuck).
             if let Some(o) = self.parts.get_mut(k) {
-                o.p.clear_source_stall(StallReason::MemoryBudget);
                 o.p.fetch_started();
             }
         }
@@ -198,7 +218,16 @@ impl ShardCore {
         self.fetches.rotation = self.fetches.rotation.wrapping_add(1);
         let r = self.fetches.rotation % keys.len();
         keys.rotate_left(r);
-        let request = self.fetch_request(&keys, settings, group.isolation, max_bytes);
+        let wanted: Vec<(PartitionKey, PartitionAsk)> =
+            keys.iter().map(|k| (k.clone(), self.ask(k))).collect();
+        let session = self.fetches.sessions.entry(group).or_default();
+        let plan = session.build(&wanted, now);
+        if plan.full {
+            self.stats.full_fetches += 1;
+        } else {
+            self.stats.incremental_fetches += 1;
+        }
+        let request = self.fetch_request(&plan, settings, group.isolation, max_bytes);
         let id = self.next_request_id();
         let timeout = self.request_timeout(group.broker)
             + Duration::from_millis(u64::try_from(settings.max_wait_ms).unwrap_or(0));
@@ -213,6 +242,7 @@ impl ShardCore {
                 generation,
                 reserved: reserve,
                 sent: keys,
+                incremental: !plan.full,
                 answer_due: now
                     + Duration::from_millis(u64::try_from(settings.max_wait_ms).unwrap_or(0))
                     + UNANSWERED_STALL,
@@ -227,26 +257,44 @@ impl ShardCore {
         });
     }
 
+    /// What a fetch asks of partition `key` now.
+    fn ask(&self, key: &PartitionKey) -> PartitionAsk {
+        let p = &self.parts[key].p;
+        PartitionAsk {
+            fetch_offset: p.fetch_offset(),
+            current_leader_epoch: p.source_leader_epoch(),
+            last_fetched_epoch: p.last_fetched_epoch(),
+            max_bytes: i32::try_from(p.fetch_bytes()).unwrap_or(i32::MAX),
+        }
+    }
+
     fn fetch_request(
         &self,
-        keys: &[PartitionKey],
+        plan: &SessionRequest,
         settings: FetchSettings,
         isolation: IsolationLevel,
         max_bytes: usize,
     ) -> FetchRequest {
         let mut by_topic: Vec<(Arc<str>, Vec<FetchPartition>)> = Vec::new();
-        for k in keys {
-            let p = &self.parts[k].p;
+        for k in &plan.send {
+            let ask = self.ask(k);
             let fp = FetchPartition::default()
                 .with_partition(k.partition)
-                .with_current_leader_epoch(p.source_leader_epoch())
-                .with_fetch_offset(p.fetch_offset())
-                .with_last_fetched_epoch(p.last_fetched_epoch())
+                .with_current_leader_epoch(ask.current_leader_epoch)
+                .with_fetch_offset(ask.fetch_offset)
+                .with_last_fetched_epoch(ask.last_fetched_epoch)
                 .with_log_start_offset(-1)
-                .with_partition_max_bytes(i32::try_from(p.fetch_bytes()).unwrap_or(i32::MAX));
+                .with_partition_max_bytes(ask.max_bytes);
             match by_topic.iter_mut().find(|(t, _)| *t == k.topic) {
                 Some((_, v)) => v.push(fp),
                 None => by_topic.push((k.topic.clone(), vec![fp])),
+            }
+        }
+        let mut forgotten: Vec<(Arc<str>, Vec<i32>)> = Vec::new();
+        for k in &plan.forget {
+            match forgotten.iter_mut().find(|(t, _)| *t == k.topic) {
+                Some((_, v)) => v.push(k.partition),
+                None => forgotten.push((k.topic.clone(), vec![k.partition])),
             }
         }
         FetchRequest::default()
@@ -255,14 +303,24 @@ impl ShardCore {
             .with_min_bytes(settings.min_bytes)
             .with_max_bytes(i32::try_from(max_bytes).unwrap_or(i32::MAX))
             .with_isolation_level(isolation.wire())
-            .with_session_id(0)
-            .with_session_epoch(-1)
+            .with_session_id(plan.session_id)
+            .with_session_epoch(plan.session_epoch)
             .with_topics(
                 by_topic
                     .into_iter()
                     .map(|(t, ps)| {
                         FetchTopic::default()
-                            .with_topic(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_topic(topic_name(&t))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            )
+            .with_forgotten_topics_data(
+                forgotten
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        ForgottenTopic::default()
+                            .with_topic(topic_name(&t))
                             .with_partitions(ps)
                     })
                     .collect(),
@@ -299,15 +357,50 @@ impl ShardCore {
         match result {
             Ok(frame) => {
                 self.broker_answered(f.group.broker, now);
-                self.on_fetch_response(f.group, &f.sent, frame, now);
+                if self.session_answered(f.group, &frame.response, now) {
+                    self.on_fetch_response(&f, frame, now);
+                }
             }
             Err(e @ WireError::UnsupportedVersion { .. }) => {
+                self.session_lost(f.group);
                 self.fail_keys(&f.sent, FailureKind::Other, &e.to_string());
             }
             Err(e) => {
+                self.session_lost(f.group);
                 self.fetch_lost(&f, &e, now);
                 self.conn_failed(f.group.broker, &e, now);
             }
+        }
+    }
+
+    /// The group's session learns from the answer (a new session, an error that ends it).
+    /// Returns whether the answer's partitions are for what the session asked.
+    fn session_answered(&mut self, group: FetchGroup, resp: &FetchResponse, now: Instant) -> bool {
+        let Some(session) = self.fetches.sessions.get_mut(&group) else {
+            return true;
+        };
+        let answered = resp.responses.iter().map(|t| t.partitions.len()).sum();
+        let answer = session.handle_response(
+            resp.error_code,
+            resp.session_id,
+            resp.throttle_time_ms,
+            answered,
+            now,
+        );
+        if matches!(answer, Answer::Reset | Answer::Foreign) {
+            self.stats.fetch_session_resets += 1;
+            let addr = self.routing.addr(group.broker).to_string();
+            tracing::debug!(shard = self.cfg.index, broker = %addr, code = resp.error_code, session = resp.session_id, "fetch session reset");
+        }
+        answer != Answer::Foreign
+    }
+
+    /// The group's fetch in flight was lost: the next one is full.
+    fn session_lost(&mut self, group: FetchGroup) {
+        if let Some(session) = self.fetches.sessions.get_mut(&group)
+            && session.handle_failure()
+        {
+            self.stats.fetch_session_resets += 1;
         }
     }
 
@@ -363,6 +456,7 @@ impl ShardCore {
         for id in ids {
             if let Some(f) = self.fetches.in_flight.remove(&id) {
                 self.fetch_done(id, &f);
+                self.session_lost(f.group);
                 self.fetch_lost(&f, e, now);
             }
         }
@@ -382,28 +476,61 @@ impl ShardCore {
     /// what they return for it is from the position before. Checking the offset alone is not
     /// enough: the new position's own fetch may be in flight too (to another leader), and the
     /// old answer would be taken for it, skipping or repeating records.
+    ///
+    /// A session holding `key` sends its next fetch full: the broker answers a partition only
+    /// when something changed since its last answer, which the new state never saw.
     pub(super) fn forget_fetched(&mut self, key: &PartitionKey) {
         for f in self.fetches.in_flight.values_mut() {
             f.sent.retain(|k| k != key);
         }
+        for s in self.fetches.sessions.values_mut() {
+            if s.holds(key) && s.reset() {
+                self.stats.fetch_session_resets += 1;
+            }
+        }
     }
 
-    fn on_fetch_response(
+    fn on_fetch_response(&mut self, f: &FetchInFlight, frame: FetchedFrame, now: Instant) {
+        let (group, sent) = (f.group, &f.sent);
+        self.stats.fetch_bytes += frame.frame_bytes as u64;
+        let resp = frame.response;
+        if resp.error_code != 0 {
+            if !is_session_error(resp.error_code) {
+                let addr = self.routing.addr(group.broker).to_string();
+                tracing::warn!(shard = self.cfg.index, broker = %addr, code = resp.error_code, "fetch error");
+            }
+            return;
+        }
+        // Every partition of the session may be answered, named in the request or not; one
+        // left out of an incremental answer has nothing new.
+        let answered = self.take_fetch_response(group, sent, resp, frame.frame_bytes, now);
+        if !f.incremental {
+            return;
+        }
+        for k in sent {
+            if !answered.contains(k)
+                && let Some(o) = self.parts.get_mut(k)
+            {
+                o.p.fetched_nothing_new();
+            }
+        }
+    }
+
+    /// Hands each partition of `sent` its slice of `resp`; returns the partitions answered.
+    fn take_fetch_response(
         &mut self,
         group: FetchGroup,
         sent: &[PartitionKey],
-        frame: FetchedFrame,
+        resp: FetchResponse,
+        frame_bytes: usize,
         now: Instant,
-    ) {
-        self.stats.fetch_bytes += frame.frame_bytes as u64;
-        let sent: std::collections::HashSet<&PartitionKey> = sent.iter().collect();
-        let ticket = FrameTicket::new(frame.frame_bytes, &self.in_use);
-        let resp = frame.response;
-        if resp.error_code != 0 {
-            let addr = self.routing.addr(group.broker).to_string();
-            tracing::warn!(shard = self.cfg.index, broker = %addr, code = resp.error_code, "fetch error");
-            return;
+    ) -> HashSet<PartitionKey> {
+        let mut answered = HashSet::new();
+        if resp.responses.is_empty() {
+            return answered; // an incremental fetch with nothing new
         }
+        let sent: HashSet<&PartitionKey> = sent.iter().collect();
+        let ticket = FrameTicket::new(frame_bytes, &self.in_use);
         let mut failures = Vec::new();
         for t in resp.responses {
             let topic: Arc<str> = Arc::from(t.topic.0.as_str());
@@ -416,6 +543,7 @@ impl ShardCore {
                 if !sent.contains(&pk) {
                     continue;
                 }
+                answered.insert(pk.clone());
                 let Some(o) = self.parts.get_mut(&pk) else {
                     continue;
                 };
@@ -451,7 +579,12 @@ impl ShardCore {
         for (k, f) in failures {
             self.report_failure(&k, f);
         }
+        answered
     }
+}
+
+fn topic_name(t: &str) -> TopicName {
+    TopicName(StrBytes::from_string(t.to_string()))
 }
 
 /// Whether to hold back a fetch whose partitions are all caught up while others of the same
@@ -471,6 +604,13 @@ pub(super) fn defer_idle_fetch(
     !any_has_data
         && any_backlogged
         && last_sent.is_some_and(|at| now.saturating_duration_since(at) < max_wait)
+}
+
+/// Whether a Fetch's top-level error is about its session (the next fetch is full, and the
+/// partitions are answered by it: nothing to warn about).
+fn is_session_error(code: i16) -> bool {
+    use crate::shard::fetch_session::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
+    code == FETCH_SESSION_ID_NOT_FOUND || code == INVALID_FETCH_SESSION_EPOCH
 }
 
 /// Fetches of partitions that merge batches leave `1 / MERGE_HEADROOM_DIVISOR` of the memory

@@ -5,7 +5,9 @@
 //! faults: dropped connections, slow and black-holed brokers, brokers down, leader moves and
 //! elections, NOT_ENOUGH_REPLICAS (before and after the append), answers lost after the broker
 //! wrote, reassignment of a partition inside the shard, pauses, a full control channel, a lapsed group
-//! session (the lease ends, every partition is revoked; no Produce may follow).
+//! session (the lease ends, every partition is revoked; no Produce may follow). The source
+//! brokers keep fetch sessions (KIP-227) and sometimes refuse one (cache full), evict one or
+//! refuse its epoch.
 //!
 //! After every step it checks: the target log of every partition holds the source records in
 //! source order, each once, with no gap (the fake broker refuses a sequence gap); every
@@ -110,6 +112,11 @@ fn thousands_of_seeded_fault_schedules_lose_reorder_and_duplicate_nothing() {
     assert!(stats.grown_asks > 0, "{stats}");
     // The transactional partition went through commit cycles.
     assert!(stats.commits > seeds, "{stats}");
+    // Fetch sessions are used, and refused, evicted and answered with wrong epochs.
+    assert!(
+        stats.incremental_fetches > seeds && stats.session_faults > seeds,
+        "{stats}"
+    );
 }
 
 #[test]

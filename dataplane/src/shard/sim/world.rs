@@ -154,6 +154,26 @@ struct SimBroker {
     hole_until: Instant,
     slow_until: Instant,
     slow_ms: u64,
+    /// Fetch sessions by id (KIP-227), lost when the broker crashes.
+    sessions: HashMap<i32, SimSession>,
+}
+
+/// A fetch session as a Kafka broker keeps it: what the last requests asked of each partition
+/// and the high watermark last answered, in the broker's order (partitions answered with
+/// records move to the back).
+struct SimSession {
+    epoch: i32,
+    parts: Vec<SessionPart>,
+}
+
+#[derive(Clone)]
+struct SessionPart {
+    topic: TopicName,
+    partition: i32,
+    fetch_offset: i64,
+    max_bytes: i32,
+    /// The high watermark last answered (-1: none, or an error since).
+    hw: i64,
 }
 
 enum Req {
@@ -214,6 +234,10 @@ pub struct Outcome {
     grown_asks: u64,
     /// Exactly-once commit cycles of the transactional partition (sealed, settled, unsealed).
     commits: u64,
+    /// Incremental fetches answered, and fetch sessions refused (cache full), evicted or
+    /// answered with a wrong epoch.
+    incremental_fetches: u64,
+    session_faults: u64,
 }
 
 /// Totals over seeds, to show the schedules exercise what they claim.
@@ -228,6 +252,8 @@ pub struct Totals {
     pub timeouts: u64,
     pub grown_asks: u64,
     pub commits: u64,
+    pub incremental_fetches: u64,
+    pub session_faults: u64,
 }
 
 impl Totals {
@@ -241,6 +267,8 @@ impl Totals {
         self.timeouts += o.timeouts;
         self.grown_asks += o.grown_asks;
         self.commits += o.commits;
+        self.incremental_fetches += o.incremental_fetches;
+        self.session_faults += o.session_faults;
     }
 
     pub fn add(&mut self, o: &Outcome) {
@@ -253,6 +281,8 @@ impl Totals {
         self.timeouts += o.timeouts;
         self.grown_asks += o.grown_asks;
         self.commits += o.commits;
+        self.incremental_fetches += o.incremental_fetches;
+        self.session_faults += o.session_faults;
     }
 }
 
@@ -260,7 +290,7 @@ impl fmt::Display for Totals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} faults, {} reassignments, {} lapses, {} stalled reports, {} produce retries, {} reconnects, {} request timeouts, {} grown fetch asks, {} commits",
+            "{} faults, {} reassignments, {} lapses, {} stalled reports, {} produce retries, {} reconnects, {} request timeouts, {} grown fetch asks, {} commits, {} incremental fetches, {} fetch session faults",
             self.faults,
             self.reassignments,
             self.lapses,
@@ -269,7 +299,9 @@ impl fmt::Display for Totals {
             self.reconnects,
             self.timeouts,
             self.grown_asks,
-            self.commits
+            self.commits,
+            self.incremental_fetches,
+            self.session_faults
         )
     }
 }
@@ -308,6 +340,7 @@ pub struct World {
     /// time once every partition has been revoked and assigned again.
     lapsed_until: Option<Instant>,
     next_pid: i64,
+    next_session_id: i32,
     /// The transactional partition's producer epoch: each assignment gets the next, as
     /// control's InitProducerId (which fences the previous holder) gives.
     txn_epoch: i16,
@@ -347,6 +380,7 @@ impl World {
                 hole_until: t0,
                 slow_until: t0,
                 slow_ms: 0,
+                sessions: HashMap::new(),
             })
             .collect();
         let mut w = World {
@@ -375,6 +409,7 @@ impl World {
             refuse_next_report: false,
             lapsed_until: None,
             next_pid: 1_000,
+            next_session_id: 0,
             txn_epoch: 0,
             txn: TxnView::Open,
             trace: VecDeque::new(),
@@ -729,7 +764,22 @@ impl World {
                     broker,
                     request,
                 } => {
-                    self.log(|| format!("send fetch {id:?} on {broker:?}"));
+                    self.log(|| {
+                        let named: Vec<i32> = request
+                            .topics
+                            .iter()
+                            .flat_map(|t| t.partitions.iter().map(|p| p.partition))
+                            .collect();
+                        let forgotten: Vec<i32> = request
+                            .forgotten_topics_data
+                            .iter()
+                            .flat_map(|t| t.partitions.iter().copied())
+                            .collect();
+                        format!(
+                            "send fetch {id:?} on {broker:?}: session {}/{}, {named:?}, forget {forgotten:?}",
+                            request.session_id, request.session_epoch
+                        )
+                    });
                     self.send(broker, id, Req::Fetch(request));
                 }
                 Action::Produce {
@@ -936,7 +986,25 @@ impl World {
                 generation,
                 result,
             } => format!("connected {broker:?}/{generation}: {}", result.is_ok()),
-            Completion::Fetch(id, r) => format!("fetch {id:?} answered: {}", r.is_ok()),
+            Completion::Fetch(id, r) => match r {
+                Ok(f) => {
+                    let parts: Vec<(i32, i16, usize)> = f
+                        .response
+                        .responses
+                        .iter()
+                        .flat_map(|t| t.partitions.iter())
+                        .map(|p| {
+                            let bytes = p.records.as_ref().map_or(0, Bytes::len);
+                            (p.partition_index, p.error_code, bytes)
+                        })
+                        .collect();
+                    format!(
+                        "fetch {id:?} answered: error {}, session {}, {parts:?}",
+                        f.response.error_code, f.response.session_id
+                    )
+                }
+                Err(e) => format!("fetch {id:?} failed: {e}"),
+            },
             Completion::Produce(id, r) => format!(
                 "produce {id:?} answered: {}",
                 r.as_ref()
@@ -997,67 +1065,70 @@ impl World {
         Ok(out)
     }
 
+    /// A Fetch: a full one reads every partition it names, an incremental one every partition
+    /// of its session and answers only those with something new (records, a new high
+    /// watermark, an error), as a Kafka broker does.
     fn fetch(&mut self, b: usize, req: &FetchRequest) -> (FetchedFrame, bool) {
+        let (session_id, parts, incremental) = match self.fetch_context(b, req) {
+            Ok(c) => c,
+            Err(code) => {
+                let response = FetchResponse::default().with_error_code(code);
+                let frame = FetchedFrame {
+                    response,
+                    frame_bytes: 1,
+                };
+                return (frame, false);
+            }
+        };
+        for t in &req.topics {
+            for fp in &t.partitions {
+                self.check_ask(fp.partition_max_bytes);
+            }
+        }
         let mut budget = req.max_bytes.max(0) as usize;
         let mut first = true;
         let mut frame_bytes = 0;
         let mut any_data = false;
-        let visible = self.visible_batches();
-        let mut topics = Vec::new();
-        for t in &req.topics {
-            let mut parts = Vec::new();
-            for fp in &t.partitions {
-                let p = fp.partition as usize;
-                let end = self.source_end(p);
-                self.check_ask(fp.partition_max_bytes);
-                let mut pd = PartitionData::default()
-                    .with_partition_index(fp.partition)
-                    .with_high_watermark(end)
-                    .with_last_stable_offset(end)
-                    .with_log_start_offset(0)
-                    .with_aborted_transactions(Some(Vec::new()));
-                if self.src_leader[p] != b || self.now < self.src_unknown_until[p] {
-                    parts.push(pd.with_error_code(6)); // NOT_LEADER_OR_FOLLOWER
-                    continue;
-                }
-                let log = &source_logs()[p];
-                let limit = (fp.partition_max_bytes.max(0) as usize).min(budget);
-                let mut range: Option<std::ops::Range<usize>> = None;
-                for (_, next, r) in log.batches[..visible].iter() {
-                    if *next <= fp.fetch_offset {
-                        continue;
-                    }
-                    let taken = range.as_ref().map_or(0, |x| x.len());
-                    // KIP-74: the first batch of the first partition with data comes whole.
-                    let whole = first && taken == 0;
-                    if !whole && taken + r.len() > limit {
-                        // A partial batch at the end is normal, sometimes.
-                        if self.chance(6) {
-                            let room = limit.saturating_sub(taken).min(r.len() - 1);
-                            let start = range.as_ref().map_or(r.start, |x| x.start);
-                            range = Some(start..r.start + room);
-                        }
-                        break;
-                    }
-                    range = Some(range.map_or(r.clone(), |x| x.start..r.end));
-                }
-                let data = range.map_or_else(Bytes::new, |r| log.bytes.slice(r));
-                if !data.is_empty() {
-                    first = false;
-                    any_data = true;
-                }
-                budget = budget.saturating_sub(data.len());
-                frame_bytes += data.len();
-                pd = pd.with_records(Some(data));
-                parts.push(pd);
+        let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+        let mut answered = Vec::new();
+        for sp in &parts {
+            let pd = self.read_partition(b, sp, &mut budget, &mut first);
+            let bytes = pd.records.as_ref().map_or(0, Bytes::len);
+            let hw = if pd.error_code == 0 {
+                pd.high_watermark
+            } else {
+                -1
+            };
+            if incremental && bytes == 0 && pd.error_code == 0 && hw == sp.hw {
+                continue; // nothing new: left out of an incremental answer
             }
-            topics.push(
-                FetchableTopicResponse::default()
-                    .with_topic(t.topic.clone())
-                    .with_partitions(parts),
-            );
+            any_data |= bytes > 0;
+            frame_bytes += bytes;
+            answered.push((sp.partition, hw, bytes > 0));
+            match topics.iter_mut().find(|t| t.topic == sp.topic) {
+                Some(t) => t.partitions.push(pd),
+                None => topics.push(
+                    FetchableTopicResponse::default()
+                        .with_topic(sp.topic.clone())
+                        .with_partitions(vec![pd]),
+                ),
+            }
         }
-        let response = FetchResponse::default().with_responses(topics);
+        if let Some(s) = self.brokers[b].sessions.get_mut(&session_id) {
+            for (p, hw, records) in answered {
+                let Some(i) = s.parts.iter().position(|x| x.partition == p) else {
+                    continue;
+                };
+                s.parts[i].hw = hw;
+                if records {
+                    let moved = s.parts.remove(i);
+                    s.parts.push(moved);
+                }
+            }
+        }
+        let response = FetchResponse::default()
+            .with_session_id(session_id)
+            .with_responses(topics);
         (
             FetchedFrame {
                 response,
@@ -1065,6 +1136,131 @@ impl World {
             },
             !any_data,
         )
+    }
+
+    /// The session a Fetch runs in (KIP-227): its id (0: none), the partitions to read and
+    /// whether it is incremental; or the top-level error that refuses it. Sometimes the cache
+    /// is full (no session), a session is evicted, or an epoch is refused.
+    fn fetch_context(
+        &mut self,
+        b: usize,
+        req: &FetchRequest,
+    ) -> Result<(i32, Vec<SessionPart>, bool), i16> {
+        let named: Vec<SessionPart> = req
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|fp| SessionPart {
+                    topic: t.topic.clone(),
+                    partition: fp.partition,
+                    fetch_offset: fp.fetch_offset,
+                    max_bytes: fp.partition_max_bytes,
+                    hw: -1,
+                })
+            })
+            .collect();
+        if req.session_epoch <= 0 {
+            // Epoch 0 closes the session named and opens a new one; -1 asks for none.
+            self.brokers[b].sessions.remove(&req.session_id);
+            if req.session_epoch < 0 {
+                return Ok((0, named, false));
+            }
+            if self.chance(12) {
+                self.out.session_faults += 1;
+                self.log(|| "fetch session cache full".into());
+                return Ok((0, named, false));
+            }
+            self.next_session_id += 1;
+            let id = self.next_session_id;
+            let session = SimSession {
+                epoch: 1,
+                parts: named.clone(),
+            };
+            self.brokers[b].sessions.insert(id, session);
+            return Ok((id, named, false));
+        }
+        if self.chance(30) {
+            self.out.session_faults += 1;
+            self.log(|| format!("fetch session {} evicted", req.session_id));
+            self.brokers[b].sessions.remove(&req.session_id);
+        }
+        let skew = self.chance(40);
+        let Some(s) = self.brokers[b].sessions.get_mut(&req.session_id) else {
+            return Err(70); // FETCH_SESSION_ID_NOT_FOUND
+        };
+        if skew || s.epoch != req.session_epoch {
+            self.out.session_faults += u64::from(skew);
+            return Err(71); // INVALID_FETCH_SESSION_EPOCH
+        }
+        s.epoch = if s.epoch == i32::MAX { 1 } else { s.epoch + 1 };
+        for n in named {
+            match s
+                .parts
+                .iter_mut()
+                .find(|x| x.partition == n.partition && x.topic == n.topic)
+            {
+                Some(x) => {
+                    x.fetch_offset = n.fetch_offset;
+                    x.max_bytes = n.max_bytes;
+                }
+                None => s.parts.push(n),
+            }
+        }
+        for t in &req.forgotten_topics_data {
+            s.parts
+                .retain(|x| x.topic != t.topic || !t.partitions.contains(&x.partition));
+        }
+        self.out.incremental_fetches += 1;
+        Ok((req.session_id, s.parts.clone(), true))
+    }
+
+    /// What broker `b` answers for one partition, at the session's or request's offset.
+    fn read_partition(
+        &mut self,
+        b: usize,
+        sp: &SessionPart,
+        budget: &mut usize,
+        first: &mut bool,
+    ) -> PartitionData {
+        let p = sp.partition as usize;
+        let end = self.source_end(p);
+        let pd = PartitionData::default()
+            .with_partition_index(sp.partition)
+            .with_high_watermark(end)
+            .with_last_stable_offset(end)
+            .with_log_start_offset(0)
+            .with_aborted_transactions(Some(Vec::new()));
+        if self.src_leader[p] != b || self.now < self.src_unknown_until[p] {
+            return pd.with_error_code(6); // NOT_LEADER_OR_FOLLOWER
+        }
+        let visible = self.visible_batches();
+        let log = &source_logs()[p];
+        let limit = (sp.max_bytes.max(0) as usize).min(*budget);
+        let mut range: Option<std::ops::Range<usize>> = None;
+        for (_, next, r) in log.batches[..visible].iter() {
+            if *next <= sp.fetch_offset {
+                continue;
+            }
+            let taken = range.as_ref().map_or(0, |x| x.len());
+            // KIP-74: the first batch of the first partition with data comes whole.
+            let whole = *first && taken == 0;
+            if !whole && taken + r.len() > limit {
+                // A partial batch at the end is normal, sometimes.
+                if self.chance(6) {
+                    let room = limit.saturating_sub(taken).min(r.len() - 1);
+                    let start = range.as_ref().map_or(r.start, |x| x.start);
+                    range = Some(start..r.start + room);
+                }
+                break;
+            }
+            range = Some(range.map_or(r.clone(), |x| x.start..r.end));
+        }
+        let data = range.map_or_else(Bytes::new, |r| log.bytes.slice(r));
+        if !data.is_empty() {
+            *first = false;
+        }
+        *budget = budget.saturating_sub(data.len());
+        pd.with_records(Some(data))
     }
 
     fn produce(&mut self, b: usize, plan: &ProduceRequestPlan) -> ProduceResponse {
@@ -1372,6 +1568,7 @@ impl World {
 
     /// Broker `b` dies: its connections break and answers on their way are lost.
     fn crash(&mut self, b: usize) {
+        self.brokers[b].sessions.clear();
         let mut on: Vec<BrokerId> = self
             .conns
             .keys()
