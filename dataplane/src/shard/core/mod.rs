@@ -508,13 +508,19 @@ impl ShardCore {
             let quiet = self.parts.values().all(|o| self.is_quiet(o, now));
             let timeout = Duration::from_millis(self.cfg.shutdown_timeout_ms);
             if quiet || now.saturating_duration_since(since) > timeout {
+                // A periodic report not polled yet (built a moment ago, in this very call
+                // perhaps) carries changes no later report repeats: it goes into the final one
+                // (dropping it lost a partition's last progress at a stop, 1 run in 6 of
+                // controlplane's import_and_export_refuse_while_strait_runs).
+                if let Some(unsent) = self.report.take() {
+                    self.handle_event_refused(unsent);
+                }
                 let report = self.build_report();
                 self.outbox.push_back(report);
                 self.outbox.push_back(ShardEvent::Stopped {
                     shard: self.cfg.index,
                     error: None,
                 });
-                self.report = None;
                 self.stopped = true;
             }
         }
