@@ -1336,6 +1336,19 @@ impl Partition {
         Ok(())
     }
 
+    /// When [`Partition::check_delivery_timeout`] fails the partition unless it delivers
+    /// first: while its delivery is stalled.
+    pub fn delivery_deadline(&self) -> Option<Instant> {
+        self.target_stall
+            .as_ref()
+            .map(|s| s.since + Duration::from_millis(self.produce.delivery_timeout_ms))
+    }
+
+    /// When a failed batch may be sent again ([`Partition::can_send`] is false until then).
+    pub fn retry_at(&self) -> Option<Instant> {
+        self.retry_at
+    }
+
     /// Whether fetched batches wait for the target (queued or in the window).
     pub fn has_undelivered(&self) -> bool {
         !self.window.is_empty() || !self.queue.is_empty()

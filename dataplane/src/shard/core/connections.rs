@@ -83,33 +83,43 @@ impl ShardCore {
     /// session ends soon once their requests in flight have finished (nothing new is sent on
     /// them meanwhile): a produce on the new connection must not overtake one on the old.
     pub(super) fn plan_connections(&mut self, now: Instant) {
+        // Brokers are few and partitions many: a linear check beats collecting one entry
+        // per partition and sorting them at every planning.
         let mut needed: Vec<BrokerId> = Vec::new();
-        for o in self.parts.values() {
-            if o.p.wants_fetch(usize::MAX)
-                && let Some(b) = o.source_leader
-            {
+        let mut need = |b: BrokerId| {
+            if !needed.contains(&b) {
                 needed.push(b);
+            }
+        };
+        for o in self.parts.values() {
+            if let Some(b) = o.source_leader
+                && o.p.wants_fetch(usize::MAX)
+            {
+                need(b);
             }
             if let Some(b) = o.target_leader
                 && !o.p.needs_target_leader
             {
-                needed.push(b);
+                need(b);
             }
         }
         needed.sort_unstable();
-        needed.dedup();
         for broker in needed {
             let timeout = self.connect_timeout(broker);
             let c = self.conn_mut(broker);
-            let start = match c.state {
-                ConnState::Idle => true,
-                ConnState::Ready(info) => {
-                    info.replace_at.is_some_and(|at| now >= at) && c.in_flight == 0
-                }
-                ConnState::Connecting { .. } => false,
-                ConnState::Down { until } => now >= until,
+            let (start, release) = match c.state {
+                ConnState::Idle => (true, None),
+                ConnState::Ready(info) => match info.replace_at {
+                    Some(at) if now >= at => (c.in_flight == 0, None),
+                    at => (false, at),
+                },
+                ConnState::Connecting { .. } => (false, None),
+                ConnState::Down { until } => (now >= until, Some(until)),
             };
             if !start {
+                if let Some(at) = release {
+                    self.note_release(at, now);
+                }
                 continue;
             }
             if matches!(c.state, ConnState::Ready(_)) {

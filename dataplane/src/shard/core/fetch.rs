@@ -94,8 +94,7 @@ impl ShardCore {
         if self.shutdown_since.is_some() {
             return;
         }
-        let groups = self.fetch_groups();
-        let group_count = groups.len();
+        let (groups, group_count) = self.fetch_groups();
         // A group gone parks its session (the next full fetch closes it on the broker).
         let busy = &self.fetches.busy;
         self.fetches
@@ -106,13 +105,18 @@ impl ShardCore {
                 continue;
             }
             let settings = self.parts[&plan.keys[0]].p.fetch;
+            let last_sent = self.fetches.sent_at.get(&group).copied();
             if defer_idle_fetch(
                 plan.any_has_data,
                 plan.any_backlogged,
-                self.fetches.sent_at.get(&group).copied(),
+                last_sent,
                 now,
                 settings.max_wait_ms,
             ) {
+                if let Some(at) = last_sent {
+                    let max_wait = u64::try_from(settings.max_wait_ms).unwrap_or(0);
+                    self.note_release(at + Duration::from_millis(max_wait), now);
+                }
                 continue;
             }
             let Some(generation) = self.ready_conn(group.broker, now) else {
@@ -150,9 +154,12 @@ impl ShardCore {
         }
     }
 
-    /// The fetch groups of partitions that want data or wait on the target.
-    fn fetch_groups(&self) -> BTreeMap<FetchGroup, GroupPlan> {
+    /// The fetch groups of partitions that want data or wait on the target, without their
+    /// fetch in flight, and how many such groups there are, busy or not (they share the
+    /// memory budget).
+    fn fetch_groups(&self) -> (BTreeMap<FetchGroup, GroupPlan>, usize) {
         let mut groups: BTreeMap<FetchGroup, GroupPlan> = BTreeMap::new();
+        let mut busy: Vec<FetchGroup> = Vec::new();
         for (k, o) in &self.parts {
             // Room for the answer being produced while the next one is fetched.
             let cap = o.p.fetch_bytes().saturating_mul(2);
@@ -164,13 +171,20 @@ impl ShardCore {
             if !wants && !backlogged {
                 continue;
             }
-            let g = groups
-                .entry(FetchGroup {
-                    broker,
-                    flow: k.flow,
-                    isolation: o.p.fetch.isolation_level,
-                })
-                .or_default();
+            let group = FetchGroup {
+                broker,
+                flow: k.flow,
+                isolation: o.p.fetch.isolation_level,
+            };
+            // A group with its fetch in flight is not planned (its session is kept):
+            // collecting its partitions, all of them when idle, was most of the planning.
+            if self.fetches.busy.contains_key(&group) {
+                if !busy.contains(&group) {
+                    busy.push(group);
+                }
+                continue;
+            }
+            let g = groups.entry(group).or_default();
             if wants {
                 g.keys.push(k.clone());
                 g.wanted_bytes = g.wanted_bytes.saturating_add(o.p.fetch_bytes());
@@ -178,7 +192,8 @@ impl ShardCore {
             }
             g.any_backlogged |= backlogged;
         }
-        groups
+        let count = groups.len() + busy.len();
+        (groups, count)
     }
 
     fn stall_for_memory(&mut self, keys: &[PartitionKey], used: usize, now: Instant) {

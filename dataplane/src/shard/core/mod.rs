@@ -54,6 +54,12 @@ pub use routing::{BrokerId, ClusterId, Leader, Leaders};
 /// 100 ms later).
 pub const SWEEP_INTERVAL: Duration = Duration::from_millis(100);
 
+/// How often the partitions are walked when nothing waits on time (no backoff or deferral ends
+/// within it, no revocation, seal or failure report pending): at ten thousand idle partitions
+/// the sweeps every [`SWEEP_INTERVAL`] were most of a shard's CPU. A release the core did not
+/// note (see [`ShardCore::note_release`]) is seen at most this late.
+pub const QUIET_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Identifies one request the core asked for, in its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestId(pub u64);
@@ -172,8 +178,13 @@ pub struct ShardCore {
     /// never saw the changes it carried).
     report_all: bool,
     next_report: Instant,
-    /// When [`ShardCore::handle_timers`] next walks the partitions ([`SWEEP_INTERVAL`]).
+    /// When [`ShardCore::handle_timers`] next may walk the partitions ([`SWEEP_INTERVAL`]).
     next_sweep: Instant,
+    /// Something waits on time within [`QUIET_SWEEP_INTERVAL`]: the next sweep walks the
+    /// partitions (set by planning and the sweeps, cleared at each sweep that walks).
+    sweep_soon: bool,
+    /// When the partitions are walked even if nothing noted a release.
+    next_quiet_sweep: Instant,
     shutdown_since: Option<Instant>,
     /// The group member's lease ([`ShardCommand::Lease`]): no Produce is sent from then on.
     produce_until: Option<Instant>,
@@ -190,6 +201,8 @@ impl ShardCore {
             report_all: true,
             next_report: now + Duration::from_millis(cfg.report_interval_ms),
             next_sweep: now,
+            sweep_soon: true,
+            next_quiet_sweep: now,
             cfg,
             parts: BTreeMap::new(),
             routing: Routing::default(),
@@ -330,6 +343,15 @@ impl ShardCore {
         }
     }
 
+    /// Something becomes possible at `at` with no completion to say so (a backoff or a
+    /// deferral ends): sweeps run every [`SWEEP_INTERVAL`] once it is near. One further away
+    /// is noted again by the planning of a later sweep.
+    pub(crate) fn note_release(&mut self, at: Instant, now: Instant) {
+        if at <= now + QUIET_SWEEP_INTERVAL {
+            self.sweep_soon = true;
+        }
+    }
+
     fn has_room(&self) -> bool {
         self.outbox.len() < self.cfg.max_pending_events.max(1)
     }
@@ -337,6 +359,8 @@ impl ShardCore {
     /// A command from control.
     pub fn handle_command(&mut self, cmd: ShardCommand, now: Instant) {
         self.dirty = true;
+        // Revocations, seals, pauses and shutdowns finish in sweeps.
+        self.sweep_soon = true;
         fn part<'a>(s: &'a mut ShardCore, key: &PartitionKey) -> Option<&'a mut Partition> {
             s.parts.get_mut(key).map(|o| &mut o.p)
         }
@@ -487,9 +511,16 @@ impl ShardCore {
         // What walks every partition runs at most every SWEEP_INTERVAL: at 5 000 idle
         // partitions a shard spent most of its CPU planning and sweeping 40 times a second
         // though only the passing of time had changed (completions and commands plan at once).
-        if now >= self.next_sweep {
+        // And only while something waits on time (noted by planning and by the sweeps
+        // themselves), otherwise every QUIET_SWEEP_INTERVAL: idle partitions wait on nothing.
+        if now >= self.next_sweep
+            && (self.sweep_soon || now >= self.next_quiet_sweep || self.shutdown_since.is_some())
+        {
             self.next_sweep = now + SWEEP_INTERVAL;
-            // Backoffs and deferrals may have ended: plan again at the next poll.
+            self.next_quiet_sweep = now + QUIET_SWEEP_INTERVAL;
+            self.sweep_soon = false;
+            // Backoffs and deferrals may have ended: plan again at the next poll (which notes
+            // what still waits).
             self.dirty = true;
             self.check_delivery_timeouts(now);
             self.report_failures();
@@ -551,12 +582,18 @@ impl ShardCore {
 
     fn check_delivery_timeouts(&mut self, now: Instant) {
         let mut failed = Vec::new();
+        let mut soonest: Option<Instant> = None;
         for (k, o) in self.parts.iter_mut() {
-            if matches!(o.p.status(), Status::Running | Status::Draining)
-                && let Err(f) = o.p.check_delivery_timeout(now)
-            {
-                failed.push((k.clone(), f));
+            if matches!(o.p.status(), Status::Running | Status::Draining) {
+                if let Err(f) = o.p.check_delivery_timeout(now) {
+                    failed.push((k.clone(), f));
+                } else if let Some(at) = o.p.delivery_deadline() {
+                    soonest = Some(soonest.map_or(at, |s| s.min(at)));
+                }
             }
+        }
+        if let Some(at) = soonest {
+            self.note_release(at, now);
         }
         for (k, f) in failed {
             self.report_failure(&k, f);
@@ -623,8 +660,13 @@ impl ShardCore {
             .filter(|(_, o)| o.revoking && self.is_quiet(o, now))
             .map(|(k, _)| k.clone())
             .collect();
+        // Revoking partitions still draining, or left for want of room, finish at a later
+        // sweep.
+        let revoking = self.parts.values().filter(|o| o.revoking).count();
+        self.sweep_soon |= revoking > done.len();
         for key in done {
             if !self.has_room() {
+                self.sweep_soon = true;
                 return;
             }
             let Some(mut o) = self.parts.remove(&key) else {
@@ -647,17 +689,20 @@ impl ShardCore {
         let shard = self.cfg.index;
         let cap = self.cfg.max_pending_events.max(1);
         for o in self.parts.values_mut() {
-            if self.outbox.len() >= cap {
-                return;
+            if !o.sealing || o.revoking {
+                continue;
             }
-            if o.sealing && !o.revoking && o.p.is_sealed_and_settled() {
-                o.sealing = false;
-                self.outbox.push_back(ShardEvent::Sealed {
-                    shard,
-                    progress: Box::new(o.p.progress()),
-                    mappings: o.p.take_mappings(),
-                });
+            if self.outbox.len() >= cap || !o.p.is_sealed_and_settled() {
+                // Finished at a later sweep.
+                self.sweep_soon = true;
+                continue;
             }
+            o.sealing = false;
+            self.outbox.push_back(ShardEvent::Sealed {
+                shard,
+                progress: Box::new(o.p.progress()),
+                mappings: o.p.take_mappings(),
+            });
         }
     }
 
@@ -684,6 +729,8 @@ impl ShardCore {
         let cap = self.cfg.max_pending_events.max(1);
         for (k, o) in self.parts.iter_mut() {
             if self.outbox.len() >= cap {
+                // The rest when the queue has room, at a later sweep.
+                self.sweep_soon = true;
                 return;
             }
             if !o.unreported_failure {
@@ -713,5 +760,49 @@ impl ShardCore {
                 },
             );
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+
+    /// Whether the last `handle_timers` walked the partitions (a sweep marks the core dirty;
+    /// nothing else happened in these tests).
+    fn swept(core: &mut ShardCore, now: Instant) -> bool {
+        core.dirty = false;
+        core.handle_timers(now);
+        core.dirty
+    }
+
+    #[test]
+    fn sweeps_run_often_only_while_something_waits_on_time() {
+        let t0 = Instant::now();
+        let cfg = ShardConfig::new(0, crate::io::IoBackend::Epoll);
+        let mut core = ShardCore::new(cfg, t0, 1);
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        // The first call sweeps; then nothing waits on time: no sweep until the quiet interval.
+        assert!(swept(&mut core, t0));
+        assert!(!swept(&mut core, ms(100)));
+        assert!(!swept(&mut core, ms(900)));
+        assert!(swept(&mut core, ms(1000)));
+        // A release within the quiet interval brings sweeps back to every SWEEP_INTERVAL...
+        core.note_release(ms(1300), ms(1000));
+        assert!(swept(&mut core, ms(1100)));
+        // ...and they stop once nothing notes one again (planning would note it while it waits).
+        assert!(!swept(&mut core, ms(1200)));
+        assert!(!swept(&mut core, ms(1999)));
+        assert!(swept(&mut core, ms(2100)));
+        // A release further away waits for a later sweep's planning to note it.
+        core.note_release(ms(9000), ms(2100));
+        assert!(!swept(&mut core, ms(2200)));
+        // Commands (revocations, seals, shutdowns finish in sweeps) bring the next one forward.
+        core.handle_command(ShardCommand::Pause(PartitionKey::new(0, "t", 0)), ms(2300));
+        assert!(swept(&mut core, ms(2300)));
+        // A shutdown sweeps at every interval until it ends (at once here: nothing is owned).
+        core.handle_command(ShardCommand::Shutdown, ms(2500));
+        assert!(swept(&mut core, ms(2500)));
+        assert!(core.is_stopped());
     }
 }

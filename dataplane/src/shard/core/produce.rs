@@ -112,8 +112,13 @@ impl ShardCore {
                 });
             match state {
                 ProducerIdState::Pending { .. } => {}
-                ProducerIdState::Missing { not_before, .. }
-                    if not_before.is_some_and(|t| now < t) => {}
+                ProducerIdState::Missing {
+                    not_before: Some(t),
+                    ..
+                } if now < *t => {
+                    let t = *t;
+                    self.note_release(t, now);
+                }
                 ProducerIdState::Ready(producer) => {
                     let producer = *producer;
                     for o in self.parts.values_mut() {
@@ -249,13 +254,19 @@ impl ShardCore {
         // is a group of its own.
         type Group = (BrokerId, FlowId, Option<Arc<str>>);
         let mut groups: BTreeMap<Group, Vec<PartitionKey>> = BTreeMap::new();
+        let mut retry: Option<Instant> = None;
         for (k, o) in &self.parts {
             if let Some(b) = o.target_leader
                 && o.p.can_send(now)
             {
                 let txn = o.p.transactional_id().cloned();
                 groups.entry((b, k.flow, txn)).or_default().push(k.clone());
+            } else if let Some(at) = o.p.retry_at().filter(|at| now < *at) {
+                retry = Some(retry.map_or(at, |r| r.min(at)));
             }
+        }
+        if let Some(at) = retry {
+            self.note_release(at, now);
         }
         for ((broker, flow, transactional_id), keys) in groups {
             // One batch per partition per request (a protocol rule), so keep building requests

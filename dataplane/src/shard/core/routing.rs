@@ -152,7 +152,11 @@ impl ShardCore {
         }
         for (cluster, topics) in wanted {
             let lookup = &mut self.routing.clusters[cluster.0 as usize].lookup;
-            if lookup.in_flight.is_some() || lookup.not_before.is_some_and(|t| now < t) {
+            if lookup.in_flight.is_some() {
+                continue;
+            }
+            if let Some(t) = lookup.not_before.filter(|t| now < *t) {
+                self.note_release(t, now);
                 continue;
             }
             let id = self.next_request_id();
