@@ -174,6 +174,7 @@ impl ShardCore {
         match result {
             Ok(info) => {
                 self.dirty = true;
+                self.report_soon = true;
                 let c = &mut self.conns[broker.0 as usize];
                 c.state = ConnState::Ready(ConnInfo {
                     max_in_flight: info.max_in_flight.max(1),
@@ -246,6 +247,7 @@ impl ShardCore {
             }
         }
         self.dirty = true;
+        self.report_soon = true;
     }
 
     fn log_broker_failure(&mut self, broker: BrokerId, error: &WireError, now: Instant) {

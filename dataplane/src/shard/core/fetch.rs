@@ -369,6 +369,12 @@ impl ShardCore {
         self.dirty = true;
         self.fetch_done(id, &f);
         self.note_answered(f.group.broker, f.generation);
+        // An idle partition's answer (incremental, nothing new) changes no progress worth a
+        // report before the quiet one; anything else may.
+        let quiet = result
+            .as_ref()
+            .is_ok_and(|fr| fr.response.error_code == 0 && fr.response.responses.is_empty());
+        self.report_soon |= !quiet;
         match result {
             Ok(frame) => {
                 self.broker_answered(f.group.broker, now);
@@ -444,6 +450,7 @@ impl ShardCore {
             );
             if let Some(o) = self.parts.get_mut(&key) {
                 o.p.stall_source(StallReason::SourceUnreachable, &detail, now);
+                self.report_soon = true;
             }
         }
     }

@@ -60,6 +60,12 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_millis(100);
 /// note (see [`ShardCore::note_release`]) is seen at most this late.
 pub const QUIET_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How often a report is built when nothing happened since the last one (no command, no
+/// answer with partitions in it, no failure, connection or lookup): building one compares
+/// every partition's progress, a fifth of an idle shard's CPU at `report_interval_ms`. What
+/// changed anyway (a stall that time alone set or cleared) is reported at most this late.
+pub const QUIET_REPORT_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Identifies one request the core asked for, in its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestId(pub u64);
@@ -178,6 +184,11 @@ pub struct ShardCore {
     /// never saw the changes it carried).
     report_all: bool,
     next_report: Instant,
+    /// Something happened that may have changed a partition's progress: the next report is
+    /// built at `report_interval_ms` (otherwise at [`QUIET_REPORT_INTERVAL`]).
+    report_soon: bool,
+    /// When a report is built even if nothing set `report_soon`.
+    next_quiet_report: Instant,
     /// When [`ShardCore::handle_timers`] next may walk the partitions ([`SWEEP_INTERVAL`]).
     next_sweep: Instant,
     /// Something waits on time within [`QUIET_SWEEP_INTERVAL`]: the next sweep walks the
@@ -200,6 +211,8 @@ impl ShardCore {
         ShardCore {
             report_all: true,
             next_report: now + Duration::from_millis(cfg.report_interval_ms),
+            report_soon: true,
+            next_quiet_report: now,
             next_sweep: now,
             sweep_soon: true,
             next_quiet_sweep: now,
@@ -359,6 +372,7 @@ impl ShardCore {
     /// A command from control.
     pub fn handle_command(&mut self, cmd: ShardCommand, now: Instant) {
         self.dirty = true;
+        self.report_soon = true;
         // Revocations, seals, pauses and shutdowns finish in sweeps.
         self.sweep_soon = true;
         fn part<'a>(s: &'a mut ShardCore, key: &PartitionKey) -> Option<&'a mut Partition> {
@@ -529,11 +543,16 @@ impl ShardCore {
         }
         if now >= self.next_report {
             self.next_report = now + Duration::from_millis(self.cfg.report_interval_ms);
-            if let Some(unsent) = self.report.take() {
-                // Never polled: its segments and changes go into this one.
-                self.handle_event_refused(unsent);
+            // Quiet: nothing happened that could change progress (see QUIET_REPORT_INTERVAL).
+            if self.report_soon || self.report_all || now >= self.next_quiet_report {
+                self.report_soon = false;
+                self.next_quiet_report = now + QUIET_REPORT_INTERVAL;
+                if let Some(unsent) = self.report.take() {
+                    // Never polled: its segments and changes go into this one.
+                    self.handle_event_refused(unsent);
+                }
+                self.report = Some(self.build_report());
             }
-            self.report = Some(self.build_report());
         }
         if let Some(since) = self.shutdown_since {
             let quiet = self.parts.values().all(|o| self.is_quiet(o, now));
@@ -719,6 +738,7 @@ impl ShardCore {
         let Some(o) = self.parts.get_mut(key) else {
             return;
         };
+        self.report_soon = true;
         o.p.fail(f.kind, f.message);
         o.unreported_failure = true;
         self.report_failures();
@@ -804,5 +824,34 @@ mod tests {
         core.handle_command(ShardCommand::Shutdown, ms(2500));
         assert!(swept(&mut core, ms(2500)));
         assert!(core.is_stopped());
+    }
+
+    /// Whether `handle_timers` at `now` built a report.
+    fn reported(core: &mut ShardCore, now: Instant) -> bool {
+        core.report = None;
+        core.handle_timers(now);
+        core.report.is_some()
+    }
+
+    #[test]
+    fn reports_come_at_their_interval_only_after_something_happened() {
+        let t0 = Instant::now();
+        let cfg = ShardConfig::new(0, crate::io::IoBackend::Epoll); // reports every 200 ms
+        let mut core = ShardCore::new(cfg, t0, 1);
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        // The first one; then nothing happens: the next comes after the quiet interval.
+        assert!(reported(&mut core, ms(200)));
+        assert!(!reported(&mut core, ms(400)));
+        assert!(!reported(&mut core, ms(1000)));
+        assert!(reported(&mut core, ms(1200)));
+        // A command (anything that may change progress) brings back the report interval...
+        core.handle_command(ShardCommand::Pause(PartitionKey::new(0, "t", 0)), ms(1300));
+        assert!(reported(&mut core, ms(1400)));
+        assert!(!reported(&mut core, ms(1600)));
+        // ...as a refused report does (it carries every partition next time).
+        let refused = core.build_report();
+        core.handle_event_refused(refused);
+        assert!(reported(&mut core, ms(1800)));
+        assert!(!reported(&mut core, ms(2000)));
     }
 }

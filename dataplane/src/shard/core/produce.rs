@@ -162,6 +162,7 @@ impl ShardCore {
             return; // abandoned at its deadline
         };
         self.dirty = true;
+        self.report_soon = true;
         match result {
             Ok(producer) => {
                 self.producers
@@ -242,6 +243,7 @@ impl ShardCore {
             let ms = self.meta_timeout(cluster).as_millis();
             self.producer_id_failed(cluster, &format!("no answer within {ms} ms"), now);
             self.dirty = true;
+            self.report_soon = true;
         }
     }
 
@@ -406,6 +408,7 @@ impl ShardCore {
             return; // abandoned with its connection
         };
         self.dirty = true;
+        self.report_soon = true;
         self.produce_done(&req);
         self.note_answered(req.broker, req.generation);
         match result {
@@ -467,6 +470,7 @@ impl ShardCore {
             );
             if let Some(o) = self.parts.get_mut(&key) {
                 o.p.stall_target(StallReason::TargetUnreachable, &detail, now);
+                self.report_soon = true;
             }
         }
     }

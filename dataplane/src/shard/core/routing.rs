@@ -188,6 +188,7 @@ impl ShardCore {
             return; // abandoned at its deadline
         };
         self.dirty = true;
+        self.report_soon = true;
         match result {
             Ok(leaders) => self.apply_leaders(cluster, &leaders, now),
             Err(e) => self.lookup_failed(cluster, &e.to_string(), now),
@@ -319,6 +320,7 @@ impl ShardCore {
             let ms = self.meta_timeout(cluster).as_millis();
             self.lookup_failed(cluster, &format!("no answer within {ms} ms"), now);
             self.dirty = true;
+            self.report_soon = true;
         }
     }
 }
