@@ -231,7 +231,8 @@ pub struct ShardConfig {
     /// the binary gives each shard its share of `strait.memory.bytes`. The shard's memory for
     /// record data stays within this plus one oversized batch.
     pub memory_budget_bytes: usize,
-    /// How often progress, mappings and counters go to control. Default 200 ms.
+    /// How often progress, mappings and counters go to control while anything happens in the
+    /// shard; a quiet shard reports every `core::QUIET_REPORT_INTERVAL`. Default 200 ms.
     pub report_interval_ms: u64,
     /// How often commands are read and timers (deadlines, retry backoff, reports) are checked.
     /// Default 25 ms: data moves on completions, not on the tick, and each tick wakes the
