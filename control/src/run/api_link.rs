@@ -41,13 +41,8 @@ pub(super) struct ApiLink {
     pub(super) failover: super::failover::FailoverWatch,
 }
 
-/// How often the API's snapshot is refreshed while it is read (`/status`, `/metrics`,
-/// `/health`, the verifier).
+/// How often the API's snapshot is refreshed.
 const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
-/// How often it is refreshed while nobody reads it: the first read after a quiet spell sees a
-/// snapshot at most this old (its `snapshot_age_ms` says so), well within
-/// [`crate::api::health::STALE_AFTER`], and the next ones a fresh one.
-const UNREAD_PUBLISH_INTERVAL: Duration = Duration::from_secs(5);
 
 /// At most this many commands per turn of the control loop (the rest wait in the bounded
 /// queue; when it is full, the API answers 503).
@@ -107,15 +102,11 @@ impl ApiLink {
 
     /// Whether [`ApiLink::publish_if_due`] would publish now.
     pub(super) fn publish_due(&self, now: Instant) -> bool {
-        self.last_publish.is_none_or(|t| {
-            let age = now.duration_since(t);
-            age >= UNREAD_PUBLISH_INTERVAL
-                || (age >= PUBLISH_INTERVAL && self.published.is_wanted())
-        })
+        self.last_publish
+            .is_none_or(|t| now.duration_since(t) >= PUBLISH_INTERVAL)
     }
 
-    /// Publishes a new snapshot when the last one is [`PUBLISH_INTERVAL`] old and was read,
-    /// or [`UNREAD_PUBLISH_INTERVAL`] old.
+    /// Publishes a new snapshot when the last one is [`PUBLISH_INTERVAL`] old.
     pub(super) fn publish_if_due(
         &mut self,
         flows: &[FlowRuntime],
