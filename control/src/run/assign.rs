@@ -217,12 +217,16 @@ pub(crate) fn after_last_seek(
 ) -> Vec<PartitionProgress> {
     progress
         .into_iter()
-        .filter(|p| {
-            parts
-                .get(&p.key)
-                .is_none_or(|st| st.seek_generation == p.seek_generation)
-        })
+        .filter(|p| !before_last_seek(&p.key, p.seek_generation, parts))
         .collect()
+}
+
+/// Whether something the shard said about `key` at seek `generation` predates control's last
+/// seek of it (a report, or a failure the seek has cleared in the shard).
+pub(crate) fn before_last_seek(key: &PartitionKey, generation: u32, parts: &Partitions) -> bool {
+    parts
+        .get(key)
+        .is_some_and(|st| st.seek_generation != generation)
 }
 
 /// A replicated partition's source topic was recreated: restart it from the new topic's log
@@ -423,6 +427,9 @@ mod tests {
         assert_eq!(generation, 1);
         assert!(after_last_seek(vec![report(0)], &parts).is_empty());
         assert_eq!(after_last_seek(vec![report(1)], &parts).len(), 1);
+        // A failure the shard reported before it applied the seek is stale too.
+        assert!(before_last_seek(&key, 0, &parts));
+        assert!(!before_last_seek(&key, 1, &parts));
     }
 
     #[test]

@@ -62,8 +62,14 @@ pub(super) async fn apply_event(
             kind,
             mut error,
             next_offset,
+            seek_generation,
             ..
         } => {
+            // Stopped before control's latest seek of it, which restarted it in the shard.
+            if super::assign::before_last_seek(&key, seek_generation, parts) {
+                tracing::debug!(partition = %key, %error, "a failure from before the partition's latest seek, ignored");
+                return;
+            }
             if let Some(st) = parts.get(&key)
                 && let Some(eos) = flows.get_mut(st.flow as usize).and_then(|f| f.eos.as_mut())
             {

@@ -597,6 +597,9 @@ pub enum ShardEvent {
         error: String,
         /// Replicated up to here.
         next_offset: i64,
+        /// The partition's last applied seek when it stopped: a failure from before control's
+        /// latest seek (still in the channel when the seek was sent) is stale.
+        seek_generation: u32,
     },
     /// A revoked partition is drained; `next_offset` is final.
     Revoked {

@@ -398,6 +398,11 @@ impl Partition {
         self.fetch_offset
     }
 
+    /// The number of the last seek applied (`ShardCommand::Seek`), 0 before any.
+    pub fn seek_generation(&self) -> u32 {
+        self.seek_generation
+    }
+
     /// Every source record below this offset has been acknowledged by the target.
     pub fn next_offset(&self) -> i64 {
         self.acked_next

@@ -764,6 +764,7 @@ impl ShardCore {
                     kind: f.kind.clone(),
                     error: f.message.clone(),
                     next_offset: o.p.next_offset(),
+                    seek_generation: o.p.seek_generation(),
                 });
             }
         }
