@@ -60,7 +60,7 @@ pub(super) async fn apply_event(
         ShardEvent::PartitionFailed {
             key,
             kind,
-            mut error,
+            error,
             next_offset,
             seek_generation,
             ..
@@ -70,25 +70,13 @@ pub(super) async fn apply_event(
                 tracing::debug!(partition = %key, %error, "a failure from before the partition's latest seek, ignored");
                 return;
             }
-            if let Some(st) = parts.get(&key)
-                && let Some(eos) = flows.get_mut(st.flow as usize).and_then(|f| f.eos.as_mut())
-            {
-                let tp = TopicPartition::new(&*key.topic, key.partition);
-                match eos.on_failed(&tp, kind == FailureKind::Fenced, &error, Instant::now()) {
-                    // A refused epoch that may be the coordinator's timeout: the exactly-once
-                    // round asks the coordinator, then restarts the partition or stops it.
-                    OnFailed::HeldBack => return,
-                    OnFailed::Stop(Some(e)) => error = e,
-                    OnFailed::Stop(None) => {}
-                }
-            }
             let failure = Failure {
                 key,
                 kind,
                 error,
                 next_offset,
             };
-            apply_failure(failure, flows, parts, shards, opts);
+            on_failure(failure, flows, parts, shards, opts);
         }
         ShardEvent::Revoked {
             key,
@@ -201,6 +189,31 @@ struct Failure {
     error: String,
     /// Replicated up to here.
     next_offset: i64,
+}
+
+/// A partition stopped in its shard: exactly-once may hold it back (its round asks the
+/// coordinator first), otherwise `apply_failure`.
+fn on_failure(
+    mut failure: Failure,
+    flows: &mut [FlowRuntime],
+    parts: &mut Partitions,
+    shards: &Shards,
+    opts: &RunOptions,
+) {
+    if let Some(st) = parts.get(&failure.key)
+        && let Some(eos) = flows.get_mut(st.flow as usize).and_then(|f| f.eos.as_mut())
+    {
+        let tp = TopicPartition::new(&*failure.key.topic, failure.key.partition);
+        let fenced = failure.kind == FailureKind::Fenced;
+        match eos.on_failed(&tp, fenced, &failure.error, Instant::now()) {
+            // A refused epoch that may be the coordinator's timeout: the exactly-once round
+            // asks the coordinator, then restarts the partition or stops it.
+            OnFailed::HeldBack => return,
+            OnFailed::Stop(Some(e)) => failure.error = e,
+            OnFailed::Stop(None) => {}
+        }
+    }
+    apply_failure(failure, flows, parts, shards, opts);
 }
 
 /// A partition stopped in its shard: record why, or restart it from the log start when its
