@@ -2,8 +2,9 @@
 //! format 0.0.4. Every metric, its labels and its cardinality are listed in `docs/metrics.md`
 //! (a test checks that the list and [`FAMILIES`] agree).
 //!
-//! The numbers are the control loop's snapshot (made about once a second), not live counters:
-//! the shards count on plain integers of their own and report them every 200 ms, so nothing
+//! The numbers are the control loop's snapshot (built for the scrape, at most 200 ms old), not
+//! live counters: the shards count on plain integers of their own and report them every 200 ms
+//! (every second when idle), so nothing
 //! here touches the data path. `strait_status_age_seconds` says how old the snapshot is.
 
 use std::collections::BTreeMap;

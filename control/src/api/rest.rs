@@ -140,7 +140,7 @@ pub async fn serve(
 
 /// `GET /status`: the snapshot, with `snapshot_age_ms` (how old it is).
 async fn status(State(s): State<AppState>) -> Response {
-    let (status, at) = s.published.snapshot();
+    let (status, at) = s.published.fresh(super::state::READ_WAIT).await;
     let mut v = serde_json::to_value(status).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
         let age = at.map(|t| t.elapsed().as_millis() as u64);
@@ -150,7 +150,7 @@ async fn status(State(s): State<AppState>) -> Response {
 }
 
 async fn metrics(State(s): State<AppState>) -> Response {
-    let (status, at) = s.published.snapshot();
+    let (status, at) = s.published.fresh(super::state::READ_WAIT).await;
     if !status.settings.metrics_enabled {
         return v1::Failure::new(
             404,
@@ -181,13 +181,13 @@ fn health_answer(h: &health::Health) -> Response {
 
 /// `GET /health/live`: the control loop publishes.
 async fn health_live(State(s): State<AppState>) -> Response {
-    let (_, at) = s.published.snapshot();
+    let (_, at) = s.published.fresh(super::state::PROBE_WAIT).await;
     health_answer(&health::live(at.map(|t| t.elapsed())))
 }
 
 /// `GET /health/ready` and `GET /health`: every partition runs and none is stuck.
 async fn health_ready(State(s): State<AppState>) -> Response {
-    let (status, at) = s.published.snapshot();
+    let (status, at) = s.published.fresh(super::state::PROBE_WAIT).await;
     health_answer(&health::ready(
         &status,
         at.map(|t| t.elapsed()),

@@ -253,8 +253,8 @@ fn partition_view(p: &PartitionStatus) -> PartitionView {
     }
 }
 
-fn find_flow(s: &AppState, flow: &str) -> Result<FlowStatus, Failure> {
-    let (status, published) = s.published.snapshot();
+async fn find_flow(s: &AppState, flow: &str) -> Result<FlowStatus, Failure> {
+    let (status, published) = s.published.fresh(super::state::READ_WAIT).await;
     if published.is_none() {
         return Err(Failure::new(
             503,
@@ -270,7 +270,7 @@ fn find_flow(s: &AppState, flow: &str) -> Result<FlowStatus, Failure> {
 }
 
 pub(super) async fn flows(State(s): State<AppState>) -> Response {
-    let (status, _) = s.published.snapshot();
+    let (status, _) = s.published.fresh(super::state::READ_WAIT).await;
     Json(FlowsView {
         flows: status.flows.iter().map(flow_view).collect(),
         shards: status.shards,
@@ -279,14 +279,14 @@ pub(super) async fn flows(State(s): State<AppState>) -> Response {
 }
 
 pub(super) async fn flow(State(s): State<AppState>, Path(flow): Path<String>) -> Response {
-    match find_flow(&s, &flow) {
+    match find_flow(&s, &flow).await {
         Ok(f) => Json(flow_view(&f)).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
 pub(super) async fn partitions(State(s): State<AppState>, Path(flow): Path<String>) -> Response {
-    match find_flow(&s, &flow) {
+    match find_flow(&s, &flow).await {
         Ok(f) => Json(serde_json::json!({
             "flow": f.name,
             "partitions": f.partitions.iter().map(partition_view).collect::<Vec<_>>(),

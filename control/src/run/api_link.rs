@@ -41,8 +41,9 @@ pub(super) struct ApiLink {
     pub(super) failover: super::failover::FailoverWatch,
 }
 
-/// How often the API's snapshot is refreshed.
-const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the API's snapshot is refreshed when no reader asks for a fresh one
+/// (`Published::fresh`): it is also when a partition's state change gets its `since_ms`.
+const PUBLISH_INTERVAL: Duration = Duration::from_secs(5);
 
 /// At most this many commands per turn of the control loop (the rest wait in the bounded
 /// queue; when it is full, the API answers 503).
@@ -102,11 +103,14 @@ impl ApiLink {
 
     /// Whether [`ApiLink::publish_if_due`] would publish now.
     pub(super) fn publish_due(&self, now: Instant) -> bool {
-        self.last_publish
-            .is_none_or(|t| now.duration_since(t) >= PUBLISH_INTERVAL)
+        self.published.wanted()
+            || self
+                .last_publish
+                .is_none_or(|t| now.duration_since(t) >= PUBLISH_INTERVAL)
     }
 
-    /// Publishes a new snapshot when the last one is [`PUBLISH_INTERVAL`] old.
+    /// Publishes a new snapshot when a reader waits for one or the last one is
+    /// [`PUBLISH_INTERVAL`] old.
     pub(super) fn publish_if_due(
         &mut self,
         flows: &[FlowRuntime],
@@ -119,6 +123,8 @@ impl ApiLink {
             return;
         }
         self.last_publish = Some(now);
+        // A reader asking from here on waits for the next one; whoever asked before gets this.
+        self.published.take_wanted();
         let mut snapshot = status(flows, parts, &self.unheld, stats, opts);
         snapshot.group.clone_from(&self.group);
         let now_ms = now_ms();

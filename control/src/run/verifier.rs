@@ -207,7 +207,7 @@ impl Task {
                 () = tokio::time::sleep(self.settings.interval) => {}
                 _ = stop.changed() => return,
             }
-            let held = held(&self.published.snapshot().0);
+            let held = held(&self.published.fresh(crate::api::state::READ_WAIT).await.0);
             for f in &flows {
                 let (Some(c), Some(tps)) = (clients.get(&f.name()), held.get(&f.name())) else {
                     continue;
