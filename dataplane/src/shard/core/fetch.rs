@@ -19,7 +19,7 @@ use crate::shard::channel::{
     FailureKind, FetchSettings, FlowId, IsolationLevel, PartitionKey, StallReason,
 };
 use crate::shard::fetch_session::{Answer, FetchSession, PartitionAsk, SessionRequest};
-use crate::shard::partition::{DivergingEpoch, Fetched, FrameTicket};
+use crate::shard::partition::{DivergingEpoch, Fetched, FrameTicket, Partition};
 use crate::wire::WireError;
 
 /// A fetch response as the driver hands it over: decoded, with the size of its frame (the
@@ -43,8 +43,8 @@ struct FetchInFlight {
     group: FetchGroup,
     generation: u32,
     reserved: usize,
-    /// The partitions the request covers: all those in the group's session (named in it or
-    /// not), less those forgotten since ([`ShardCore::forget_fetched`]).
+    /// The partitions the request covers, in key order: all those in the group's session
+    /// (named in it or not), less those forgotten since ([`ShardCore::forget_fetched`]).
     sent: Vec<PartitionKey>,
     /// An incremental fetch: the broker leaves out the partitions with nothing new. A full
     /// fetch is answered for every partition it names, so one left out learns nothing.
@@ -73,7 +73,12 @@ pub(super) struct Fetches {
 
 #[derive(Default)]
 struct GroupPlan {
-    keys: Vec<PartitionKey>,
+    /// The partitions that want data and what each asks for, in key order.
+    wanted: Vec<(PartitionKey, PartitionAsk)>,
+    /// The settings of the group's first partition (a group shares its flow's).
+    settings: Option<FetchSettings>,
+    /// Some partition merges small batches (see `MERGE_HEADROOM_DIVISOR`).
+    merges: bool,
     /// The sum of the keys' fetch sizes: what the fetch could return at most.
     wanted_bytes: usize,
     any_has_data: bool,
@@ -101,10 +106,12 @@ impl ShardCore {
             .sessions
             .retain(|g, s| groups.contains_key(g) || busy.contains_key(g) || s.park());
         for (group, plan) in groups {
-            if plan.keys.is_empty() || self.fetches.busy.contains_key(&group) {
+            let Some(settings) = plan.settings else {
+                continue;
+            };
+            if self.fetches.busy.contains_key(&group) {
                 continue;
             }
-            let settings = self.parts[&plan.keys[0]].p.fetch;
             let last_sent = self.fetches.sent_at.get(&group).copied();
             if defer_idle_fetch(
                 plan.any_has_data,
@@ -125,15 +132,11 @@ impl ShardCore {
             let used = self.in_use.get() + self.fetches.reserved;
             // The response frame is larger than the records it carries: reserve that too, so
             // that what the frame holds stays within the budget.
-            let overhead = response_overhead(plan.keys.len());
+            let overhead = response_overhead(plan.wanted.len());
             // Fetches leave a quarter of the budget to merged batches (new memory while the
             // frames of their inputs are still held), so that merging is not starved by
             // reservations and never takes the shard past its budget.
-            let merges = plan
-                .keys
-                .iter()
-                .any(|k| self.parts[k].p.produce.batch_bytes > 0);
-            let headroom = if merges {
+            let headroom = if plan.merges {
                 self.cfg.memory_budget_bytes / MERGE_HEADROOM_DIVISOR
             } else {
                 0
@@ -147,10 +150,11 @@ impl ShardCore {
                 plan.wanted_bytes,
                 group_count,
             ) else {
-                self.stall_for_memory(&plan.keys, used, now);
+                let keys: Vec<PartitionKey> = plan.wanted.into_iter().map(|(k, _)| k).collect();
+                self.stall_for_memory(&keys, used, now);
                 continue; // wait for produced batches to free memory
             };
-            self.start_fetch(group, generation, plan.keys, settings, max_bytes, now);
+            self.start_fetch(group, generation, plan.wanted, settings, max_bytes, now);
         }
     }
 
@@ -186,7 +190,10 @@ impl ShardCore {
             }
             let g = groups.entry(group).or_default();
             if wants {
-                g.keys.push(k.clone());
+                // What it asks is taken here, in the walk, rather than looked up per key later.
+                g.wanted.push((k.clone(), ask_of(&o.p)));
+                g.settings.get_or_insert(o.p.fetch);
+                g.merges |= o.p.produce.batch_bytes > 0;
                 g.wanted_bytes = g.wanted_bytes.saturating_add(o.p.fetch_bytes());
                 g.any_has_data |= !o.p.caught_up();
             }
@@ -208,35 +215,35 @@ impl ShardCore {
         }
     }
 
+    /// Sends `wanted` (in key order, as `fetch_groups` collects it) as the group's fetch.
     fn start_fetch(
         &mut self,
         group: FetchGroup,
         generation: u32,
-        mut keys: Vec<PartitionKey>,
+        mut wanted: Vec<(PartitionKey, PartitionAsk)>,
         settings: FetchSettings,
         max_bytes: usize,
         now: Instant,
     ) {
-        let reserve = max_bytes + response_overhead(keys.len());
-        for k in &keys {
-            // A stall (waiting for memory, say) ends with the answer, which every partition of
-            // the session has: its slice, or nothing new. Not here: a stall is one incident
-            // since the partition last moved (a memory wait can follow an unknown leader), and
-            // a fetch sent has not moved it yet; cleared here, a partition stuck for long would
-            // report no reason while the fetch is out (the simulation caught it, 8 s stuck).
-            if let Some(o) = self.parts.get_mut(k) {
-                o.p.fetch_started();
-            }
-        }
+        let reserve = max_bytes + response_overhead(wanted.len());
+        // A stall (waiting for memory, say) ends with the answer, which every partition of the
+        // session has: its slice, or nothing new. Not here: a stall is one incident since the
+        // partition last moved (a memory wait can follow an unknown leader), and a fetch sent
+        // has not moved it yet; cleared here, a partition stuck for long would report no
+        // reason while the fetch is out (the simulation caught it, 8 s stuck).
+        for_each_sorted(&mut self.parts, wanted.iter().map(|(k, _)| k), |o| {
+            o.p.fetch_started();
+        });
         // Rotate so that a large batch of a later partition eventually leads a response
         // (the broker returns an oversized batch whole only for the first partition).
         self.fetches.rotation = self.fetches.rotation.wrapping_add(1);
-        let r = self.fetches.rotation % keys.len();
-        keys.rotate_left(r);
-        let wanted: Vec<(PartitionKey, PartitionAsk)> =
-            keys.iter().map(|k| (k.clone(), self.ask(k))).collect();
+        let r = self.fetches.rotation % wanted.len();
+        wanted.rotate_left(r);
         let session = self.fetches.sessions.entry(group).or_default();
         let plan = session.build(&wanted, now);
+        // Back in key order, for the walk over the answer.
+        wanted.rotate_right(r);
+        let keys: Vec<PartitionKey> = wanted.into_iter().map(|(k, _)| k).collect();
         if plan.full {
             self.stats.full_fetches += 1;
         } else {
@@ -274,13 +281,7 @@ impl ShardCore {
 
     /// What a fetch asks of partition `key` now.
     fn ask(&self, key: &PartitionKey) -> PartitionAsk {
-        let p = &self.parts[key].p;
-        PartitionAsk {
-            fetch_offset: p.fetch_offset(),
-            current_leader_epoch: p.source_leader_epoch(),
-            last_fetched_epoch: p.last_fetched_epoch(),
-            max_bytes: i32::try_from(p.fetch_bytes()).unwrap_or(i32::MAX),
-        }
+        ask_of(&self.parts[key].p)
     }
 
     fn fetch_request(
@@ -529,13 +530,8 @@ impl ShardCore {
         if !f.incremental {
             return;
         }
-        for k in sent {
-            if !answered.contains(k)
-                && let Some(o) = self.parts.get_mut(k)
-            {
-                o.p.fetched_nothing_new();
-            }
-        }
+        let unanswered = sent.iter().filter(|k| !answered.contains(*k));
+        for_each_sorted(&mut self.parts, unanswered, |o| o.p.fetched_nothing_new());
     }
 
     /// Hands each partition of `sent` its slice of `resp`; returns the partitions answered.
@@ -602,6 +598,42 @@ impl ShardCore {
             self.report_failure(&k, f);
         }
         answered
+    }
+}
+
+/// What a fetch asks of partition `p` now.
+fn ask_of(p: &Partition) -> PartitionAsk {
+    PartitionAsk {
+        fetch_offset: p.fetch_offset(),
+        current_leader_epoch: p.source_leader_epoch(),
+        last_fetched_epoch: p.last_fetched_epoch(),
+        max_bytes: i32::try_from(p.fetch_bytes()).unwrap_or(i32::MAX),
+    }
+}
+
+/// Calls `f` on the partition of each of `keys` (ascending, as in `parts`; keys `parts` no
+/// longer holds are passed over) in one walk of `parts`'s range, instead of a lookup per key:
+/// an idle fetch covers every partition of its group, and at 5 000 partitions a shard's
+/// lookups (comparing topic names down the tree) were a fifth of its idle CPU.
+fn for_each_sorted<'k, V>(
+    parts: &mut BTreeMap<PartitionKey, V>,
+    keys: impl IntoIterator<Item = &'k PartitionKey>,
+    mut f: impl FnMut(&mut V),
+) {
+    let mut keys = keys.into_iter().peekable();
+    let Some(&first) = keys.peek() else {
+        return;
+    };
+    for (k, o) in parts.range_mut(first..) {
+        while keys.next_if(|w| *w < k).is_some() {}
+        match keys.peek() {
+            None => return,
+            Some(w) if *w == k => {
+                f(o);
+                keys.next();
+            }
+            Some(_) => {}
+        }
     }
 }
 
@@ -750,5 +782,35 @@ mod tests {
             ..s
         };
         assert_eq!(partition_ceiling_bytes(fixed, 1 << 30), 1 << 20);
+    }
+
+    #[test]
+    fn a_sorted_walk_visits_exactly_the_keys_the_map_holds() {
+        let key = |t: &str, p: i32| PartitionKey::new(0, t, p);
+        let mut parts: BTreeMap<PartitionKey, u32> = ["a", "b", "c"]
+            .iter()
+            .flat_map(|t| (0..4).map(move |p| (key(t, p), 0)))
+            .collect();
+        // A subset, one key the map no longer holds (revoked meanwhile), and the last key.
+        let keys = [
+            key("a", 1),
+            key("a", 3),
+            key("b", 0),
+            key("b", 9),
+            key("c", 3),
+        ];
+        for_each_sorted(&mut parts, keys.iter(), |v| *v += 1);
+        let visited: Vec<&PartitionKey> = parts
+            .iter()
+            .filter(|(_, v)| **v == 1)
+            .map(|(k, _)| k)
+            .collect();
+        let held: Vec<&PartitionKey> = keys.iter().filter(|k| parts.contains_key(*k)).collect();
+        assert_eq!(visited, held);
+        assert!(parts.values().all(|v| *v <= 1));
+        // Nothing to visit; keys past the map's end.
+        for_each_sorted(&mut parts, std::iter::empty(), |v| *v += 10);
+        for_each_sorted(&mut parts, [key("d", 0)].iter(), |v| *v += 10);
+        assert!(parts.values().all(|v| *v <= 1));
     }
 }
