@@ -673,16 +673,18 @@ impl ShardCore {
 
     /// Reports drained revoked partitions and forgets them (while the event queue has room).
     fn finish_revocations(&mut self, now: Instant) {
-        let done: Vec<PartitionKey> = self
-            .parts
-            .iter()
-            .filter(|(_, o)| o.revoking && self.is_quiet(o, now))
-            .map(|(k, _)| k.clone())
-            .collect();
+        let mut done: Vec<PartitionKey> = Vec::new();
+        let mut draining = false;
+        for (k, o) in self.parts.iter().filter(|(_, o)| o.revoking) {
+            if self.is_quiet(o, now) {
+                done.push(k.clone());
+            } else {
+                draining = true;
+            }
+        }
         // Revoking partitions still draining, or left for want of room, finish at a later
         // sweep.
-        let revoking = self.parts.values().filter(|o| o.revoking).count();
-        self.sweep_soon |= revoking > done.len();
+        self.sweep_soon |= draining;
         for key in done {
             if !self.has_room() {
                 self.sweep_soon = true;
