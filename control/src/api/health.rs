@@ -2,7 +2,7 @@
 //! the handlers pass the snapshot, its age and the wall time in).
 //!
 //! - Live: the control loop published a snapshot within [`STALE_AFTER`] (it turns every 20 ms
-//!   and publishes when asked and every 5 s, between duties that each have a 2 s deadline).
+//!   and publishes when asked and every 10 s, between duties that each have a 2 s deadline).
 //! - Ready: live, and every flow's partitions are running: none `FAILED`, and none stuck
 //!   (lag without progress, see `PartitionStatus::stuck_since_ms`) for longer than
 //!   `strait.health.stall.timeout.ms`. Partitions an operator paused or stopped do not count.

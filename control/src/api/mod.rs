@@ -1,7 +1,7 @@
 //! The REST API and Prometheus `/metrics`, served on `strait.api.listen`.
 //!
 //! The control loop publishes a [`Status`] snapshot when a handler asks for a fresh one
-//! ([`Published::fresh`]) and every 5 s otherwise; the API reads snapshots (it never touches the control loop's state) and sends operator commands back over a
+//! ([`Published::fresh`]) and every 10 s otherwise; the API reads snapshots (it never touches the control loop's state) and sends operator commands back over a
 //! bounded channel, each with a oneshot reply. The contract of every route is in
 //! `openapi.json` (served at `/openapi.json`). Endpoints:
 //! - `GET /flows`, `/flows/{flow}`, `/flows/{flow}/partitions`: state per flow and partition.

@@ -43,7 +43,7 @@ pub(super) struct ApiLink {
 
 /// How often the API's snapshot is refreshed when no reader asks for a fresh one
 /// (`Published::fresh`): it is also when a partition's state change gets its `since_ms`.
-const PUBLISH_INTERVAL: Duration = Duration::from_secs(5);
+const PUBLISH_INTERVAL: Duration = Duration::from_secs(10);
 
 /// At most this many commands per turn of the control loop (the rest wait in the bounded
 /// queue; when it is full, the API answers 503).
