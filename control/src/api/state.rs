@@ -103,6 +103,14 @@ mod tests {
         }
     }
 
+    /// A snapshot named "old", published 3 s ago, and when.
+    fn published_3_s_ago() -> (Published, Instant) {
+        let p = Published::default();
+        let old = Instant::now() - Duration::from_secs(3);
+        p.publish(status_named("old"), old);
+        (p, old)
+    }
+
     #[test]
     fn a_young_snapshot_is_served_as_it_is() {
         runtime().block_on(async {
@@ -117,9 +125,7 @@ mod tests {
     #[test]
     fn an_old_snapshot_is_built_again_for_the_reader() {
         runtime().block_on(async {
-            let p = Published::default();
-            let old = Instant::now() - Duration::from_secs(3);
-            p.publish(status_named("old"), old);
+            let (p, old) = published_3_s_ago();
             // The control loop's side: publishes once asked.
             let loop_side = p.clone();
             let publisher = async move {
@@ -139,9 +145,7 @@ mod tests {
     #[test]
     fn a_loop_that_does_not_answer_leaves_the_old_snapshot_after_the_wait() {
         runtime().block_on(async {
-            let p = Published::default();
-            let old = Instant::now() - Duration::from_secs(3);
-            p.publish(status_named("old"), old);
+            let (p, old) = published_3_s_ago();
             let (s, at) = p.fresh(Duration::from_millis(20)).await;
             assert_eq!(s.version, "old");
             assert_eq!(at, Some(old));
